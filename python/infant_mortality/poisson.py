@@ -1,0 +1,111 @@
+"""Exact Poisson and conditional-binomial statistics for counts of deaths.
+
+All functions are vectorised over numpy arrays (scalars work too) and follow
+`docs/methods.md`: Garwood limits for one count, the exact conditional interval and the
+mid-p value for a ratio of two rates, and exact control limits for funnel plots.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize, stats
+
+
+def _tail(level: float) -> float:
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must be between 0 and 1, got {level}")
+    return (1.0 - level) / 2.0
+
+
+def poisson_ci(deaths, level: float = 0.95):
+    """Exact (Garwood) limits for a Poisson count: returns (lower, upper) on the count scale.
+
+    lower = qchisq(a/2, 2d)/2 (0 when d = 0), upper = qchisq(1 - a/2, 2d + 2)/2.
+    Divide by the births and multiply by 1000 for a rate interval.
+    """
+    d = np.asarray(deaths, dtype=float)
+    if np.any(d < 0):
+        raise ValueError("a Poisson count cannot be negative")
+    a = _tail(level)
+    with np.errstate(invalid="ignore"):
+        lower = np.where(d > 0, stats.chi2.ppf(a, 2 * d) / 2, 0.0)
+    upper = stats.chi2.ppf(1 - a, 2 * d + 2) / 2
+    return lower, upper
+
+
+def rate_ratio_exact_ci(d1, n1, d2, n2, level: float = 0.95):
+    """Exact conditional interval for (d1/n1) / (d2/n2).
+
+    Given d1 + d2, d1 is binomial with p = n1 RR / (n1 RR + n2); the Clopper-Pearson limits
+    for p are mapped back to RR. The lower limit is 0 when d1 = 0 and the upper is +inf when
+    d2 = 0 (no finite bound exists).
+    """
+    d1, n1, d2, n2 = (np.asarray(v, dtype=float) for v in (d1, n1, d2, n2))
+    a = _tail(level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_low = np.where(d1 > 0, stats.beta.ppf(a, d1, d2 + 1), 0.0)
+        p_high = np.where(d2 > 0, stats.beta.ppf(1 - a, d1 + 1, d2), 1.0)
+        scale = n2 / n1
+        lower = p_low / (1 - p_low) * scale
+        upper = np.where(p_high < 1, p_high / (1 - p_high) * scale, np.inf)
+    return lower, upper
+
+
+def rate_ratio_midp_p_value(d1, n1, d2, n2):
+    """Two-sided mid-p value for H0: rate 1 = rate 2, conditional on d1 + d2.
+
+    Under H0, d1 ~ Binomial(d1 + d2, n1 / (n1 + n2)). Each one-sided mid-p is
+    P(more extreme) + P(X = d1)/2; the two-sided value is twice the smaller, at most 1.
+    """
+    d1, n1, d2, n2 = (np.asarray(v, dtype=float) for v in (d1, n1, d2, n2))
+    total = d1 + d2
+    p0 = n1 / (n1 + n2)
+    point = stats.binom.pmf(d1, total, p0)
+    upper_tail = stats.binom.sf(d1, total, p0) + point / 2
+    lower_tail = stats.binom.cdf(d1 - 1, total, p0) + point / 2
+    return np.minimum(1.0, 2 * np.minimum(upper_tail, lower_tail))
+
+
+FUNNEL_LEVELS = (0.95, 0.998)
+
+
+def funnel_category(observed, expected):
+    """Where an observed count sits against exact Poisson limits around its expected count.
+
+    `above_99_8` / `below_99_8` when outside the 99.8% limits, `above_95` / `below_95` when
+    outside the 95% but not the 99.8% limits, else `within`. A count is above the limits when
+    even the lower exact limit of the observation exceeds the expectation (PHE's rule).
+    """
+    observed = np.asarray(observed, dtype=float)
+    expected = np.asarray(expected, dtype=float)
+    category = np.full(observed.shape, "within", dtype=object)
+    for level, label in zip(FUNNEL_LEVELS, ("95", "99_8")):
+        lower, upper = poisson_ci(observed, level)
+        category = np.where(lower > expected, f"above_{label}", category)
+        category = np.where(upper < expected, f"below_{label}", category)
+    return category
+
+
+def funnel_count_limits(expected, level: float):
+    """Observed counts on the funnel limits for each expected count: returns (lower, upper).
+
+    The limits are the continuous counts d at which `funnel_category` changes: the upper limit
+    solves poisson_ci(d).lower = expected and the lower limit poisson_ci(d).upper = expected.
+    """
+    expected = np.atleast_1d(np.asarray(expected, dtype=float))
+    a = _tail(level)
+
+    def solve(target_fn, e):
+        return optimize.brentq(lambda d: target_fn(d) - e, 0.0, 10 * e + 50)
+
+    def upper_limit(e):
+        return solve(lambda d: stats.chi2.ppf(a, 2 * d) / 2 if d > 0 else 0.0, e)
+
+    def lower_limit(e):
+        if stats.chi2.ppf(1 - a, 2) / 2 <= e:
+            return solve(lambda d: stats.chi2.ppf(1 - a, 2 * d + 2) / 2, e)
+        return 0.0
+
+    lower = np.array([lower_limit(e) for e in expected])
+    upper = np.array([upper_limit(e) for e in expected])
+    return lower, upper
