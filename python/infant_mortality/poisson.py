@@ -11,6 +11,11 @@ import numpy as np
 from scipy import optimize, stats
 
 
+def _scalar_if_scalar(*arrays):
+    """Plain floats for scalar input, arrays otherwise (numpy returns 0-d arrays from np.where)."""
+    return tuple(a[()] if np.ndim(a) == 0 else a for a in arrays)
+
+
 def _tail(level: float) -> float:
     if not 0 < level < 1:
         raise ValueError(f"confidence level must be between 0 and 1, got {level}")
@@ -30,7 +35,7 @@ def poisson_ci(deaths, level: float = 0.95):
     with np.errstate(invalid="ignore"):
         lower = np.where(d > 0, stats.chi2.ppf(a, 2 * d) / 2, 0.0)
     upper = stats.chi2.ppf(1 - a, 2 * d + 2) / 2
-    return lower, upper
+    return _scalar_if_scalar(lower, upper)
 
 
 def rate_ratio_exact_ci(d1, n1, d2, n2, level: float = 0.95):
@@ -48,7 +53,7 @@ def rate_ratio_exact_ci(d1, n1, d2, n2, level: float = 0.95):
         scale = n2 / n1
         lower = p_low / (1 - p_low) * scale
         upper = np.where(p_high < 1, p_high / (1 - p_high) * scale, np.inf)
-    return lower, upper
+    return _scalar_if_scalar(lower, upper)
 
 
 def rate_ratio_midp_p_value(d1, n1, d2, n2):
@@ -63,7 +68,7 @@ def rate_ratio_midp_p_value(d1, n1, d2, n2):
     point = stats.binom.pmf(d1, total, p0)
     upper_tail = stats.binom.sf(d1, total, p0) + point / 2
     lower_tail = stats.binom.cdf(d1 - 1, total, p0) + point / 2
-    return np.minimum(1.0, 2 * np.minimum(upper_tail, lower_tail))
+    return _scalar_if_scalar(np.minimum(1.0, 2 * np.minimum(upper_tail, lower_tail)))[0]
 
 
 FUNNEL_LEVELS = (0.95, 0.998)
@@ -83,7 +88,7 @@ def funnel_category(observed, expected):
         lower, upper = poisson_ci(observed, level)
         category = np.where(lower > expected, f"above_{label}", category)
         category = np.where(upper < expected, f"below_{label}", category)
-    return category
+    return _scalar_if_scalar(category)[0]
 
 
 def funnel_count_limits(expected, level: float):

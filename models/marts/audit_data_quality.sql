@@ -1,0 +1,26 @@
+-- Every problem found in the inputs, one row each, so that a SQL user sees what was excluded
+-- and why. Record-level problems of the microdata carry their file and line.
+{% set parts = [ref('int_audit__count_problems')] %}
+{% if vital_source() == 'ine_aggregates' %}
+    {% do parts.append(ref('int_audit__ine_inputs')) %}
+{% else %}
+    {% do parts.append(ref('int_audit__deis_records')) %}
+{% endif %}
+
+{% for part in parts %}
+select
+    source,
+    source_file,
+    cast(source_line as bigint) as source_line,
+    record_key,
+    commune_code,
+    cast(year as integer) as year,
+    indicator,
+    check_name,
+    observed_value,
+    cast(records_affected as bigint) as records_affected,
+    consequence,
+    affects_results
+from {{ part }}
+{% if not loop.last %}union all{% endif %}
+{% endfor %}

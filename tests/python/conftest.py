@@ -1,0 +1,48 @@
+"""Shared fixtures: real dbt builds into temporary DuckDB files.
+
+Building runs the real dbt CLI from the repository root, exactly as a user would, with
+IMR_DUCKDB_PATH pointing at a temporary file so the published warehouse is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DBT = Path(sys.executable).with_name("dbt")
+
+
+def run_dbt(args: list[str], duckdb_path: Path, dbt_vars: dict | None = None, check: bool = True):
+    """Run `dbt <args>` against `duckdb_path`; return the completed process."""
+    command = [str(DBT), *args, "--profiles-dir", "profiles"]
+    if dbt_vars:
+        command += ["--vars", json.dumps(dbt_vars)]
+    env = {**os.environ, "IMR_DUCKDB_PATH": str(duckdb_path)}
+    # Each build gets its own target dir so parallel or repeated builds do not share state.
+    env["DBT_TARGET_PATH"] = str(duckdb_path.parent / "dbt_target")
+    env["DBT_LOG_PATH"] = str(duckdb_path.parent / "dbt_logs")
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"dbt {' '.join(args)} failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def query(duckdb_path: Path, sql: str, params=None):
+    """Rows of a query on a built warehouse, opened read-only and closed at once."""
+    with duckdb.connect(str(duckdb_path), read_only=True) as con:
+        return con.execute(sql, params or []).fetchall()
+
+
+@pytest.fixture(scope="session")
+def bundled_warehouse(tmp_path_factory) -> Path:
+    """`dbt build` of the whole project on the bundled real data (built once per session)."""
+    path = tmp_path_factory.mktemp("bundled") / "infant_mortality.duckdb"
+    run_dbt(["build"], path)
+    return path

@@ -1,0 +1,44 @@
+"""The DuckDB functions the SQL models call give the same numbers as the Python functions."""
+
+import duckdb
+import numpy as np
+import pytest
+
+from infant_mortality import poisson
+from infant_mortality.duckdb_plugin import register_functions
+
+
+@pytest.fixture
+def con():
+    connection = duckdb.connect()
+    register_functions(connection)
+    yield connection
+    connection.close()
+
+
+def test_poisson_udfs_match_python_and_keep_nulls(con):
+    rows = con.execute(
+        "select d, imr_poisson_lower(d, 0.95), imr_poisson_upper(d, 0.95) "
+        "from (values (0), (3), (41), (null)) t(d) order by d nulls last"
+    ).fetchall()
+    for d, lower, upper in rows[:3]:
+        expected = poisson.poisson_ci(d)
+        assert (lower, upper) == pytest.approx(expected, rel=1e-12)
+    assert rows[3][1:] == (None, None)
+
+
+def test_rate_ratio_udfs_and_infinite_upper_limit_becomes_null(con):
+    lower, upper, p = con.execute(
+        "select imr_rate_ratio_lower(41, 28010, 15, 19017, 0.95), "
+        "imr_rate_ratio_upper(41, 28010, 15, 19017, 0.95), imr_rate_ratio_midp(41, 28010, 15, 19017)"
+    ).fetchone()
+    assert (lower, upper) == pytest.approx((1.005684, 3.609300), abs=1e-6)
+    assert p == pytest.approx(float(poisson.rate_ratio_midp_p_value(41, 28010, 15, 19017)))
+    assert con.execute("select imr_rate_ratio_upper(3, 100, 0, 100, 0.95)").fetchone()[0] is None
+
+
+def test_udfs_work_on_many_rows_at_once(con):
+    deaths = np.arange(0, 5000)
+    con.register("counts", {"d": deaths})
+    got = np.array(con.execute("select imr_poisson_upper(d, 0.95) from counts order by d").fetchall())[:, 0]
+    np.testing.assert_allclose(got, poisson.poisson_ci(deaths)[1], rtol=1e-12)

@@ -1,0 +1,108 @@
+"""Exact Poisson statistics against the published test vectors (methods.md) and scipy."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from infant_mortality import poisson
+
+# methods.md section 2: count-scale exact limits.
+GARWOOD_VECTORS = {
+    0: (0.0, 3.688879),
+    1: (0.025318, 5.571643),
+    3: (0.618672, 8.767273),
+    10: (4.795389, 18.390356),
+    41: (29.422308, 55.621130),
+}
+
+
+@pytest.mark.parametrize("deaths, expected", GARWOOD_VECTORS.items())
+def test_poisson_ci_matches_published_vectors(deaths, expected):
+    lower, upper = poisson.poisson_ci(deaths)
+    assert lower == pytest.approx(expected[0], abs=1e-6)
+    assert upper == pytest.approx(expected[1], abs=1e-6)
+
+
+def test_poisson_ci_agrees_with_the_gamma_form_of_the_same_limits():
+    # Second method: the Garwood limits are gamma quantiles, gamma.ppf(a, d) and gamma.ppf(1-a, d+1).
+    deaths = np.arange(1, 400)
+    lower, upper = poisson.poisson_ci(deaths, 0.95)
+    np.testing.assert_allclose(lower, stats.gamma.ppf(0.025, deaths), rtol=1e-10)
+    np.testing.assert_allclose(upper, stats.gamma.ppf(0.975, deaths + 1), rtol=1e-10)
+
+
+def test_poisson_limits_have_their_nominal_tail_probabilities():
+    # By definition P(X >= d | upper... ) : P(X <= d | mu=upper) = 0.025 and P(X >= d | mu=lower) = 0.025.
+    for d in (1, 5, 20, 100):
+        lower, upper = poisson.poisson_ci(d)
+        assert stats.poisson.cdf(d, upper) == pytest.approx(0.025, abs=1e-9)
+        assert stats.poisson.sf(d - 1, lower) == pytest.approx(0.025, abs=1e-9)
+
+
+def test_negative_counts_are_refused():
+    with pytest.raises(ValueError, match="negative"):
+        poisson.poisson_ci(-2)
+
+
+def test_rate_ratio_exact_interval_reproduces_rothman_and_stata_iri():
+    # Stata `iri 41 15 28010 19017`: RR 1.8557, exact 95% CI 1.005684 - 3.609300.
+    lower, upper = poisson.rate_ratio_exact_ci(41, 28010, 15, 19017)
+    assert (41 / 28010) / (15 / 19017) == pytest.approx(1.8557, abs=1e-4)
+    assert lower == pytest.approx(1.005684, abs=1e-6)
+    assert upper == pytest.approx(3.609300, abs=1e-6)
+
+
+def test_rate_ratio_interval_matches_the_synthetic_commune_example():
+    # epidemiology research note 8.4: commune 12/1523 vs rest of region 168/23477.
+    lower, upper = poisson.rate_ratio_exact_ci(12, 1523, 168, 23477)
+    assert lower == pytest.approx(0.5578, abs=1e-4)
+    assert upper == pytest.approx(1.9747, abs=1e-4)
+
+
+def test_rate_ratio_interval_edges_are_zero_and_unbounded():
+    lower, _ = poisson.rate_ratio_exact_ci(0, 1000, 10, 1000)
+    _, upper = poisson.rate_ratio_exact_ci(10, 1000, 0, 1000)
+    assert lower == 0.0
+    assert np.isinf(upper)
+
+
+def test_midp_p_value_against_a_direct_binomial_sum():
+    d1, n1, d2, n2 = 41, 28010, 15, 19017
+    m, p0 = d1 + d2, n1 / (n1 + n2)
+    pmf = stats.binom.pmf(np.arange(m + 1), m, p0)
+    upper = pmf[d1 + 1:].sum() + pmf[d1] / 2
+    lower = pmf[:d1].sum() + pmf[d1] / 2
+    expected = 2 * min(upper, lower)
+    assert poisson.rate_ratio_midp_p_value(d1, n1, d2, n2) == pytest.approx(expected, rel=1e-12)
+    assert 0.01 < expected < 0.05  # significant at 5%, consistent with the CI excluding 1
+
+
+def test_midp_p_value_is_one_sided_symmetric_and_bounded():
+    assert poisson.rate_ratio_midp_p_value(10, 1000, 10, 1000) == pytest.approx(1.0)
+    assert poisson.rate_ratio_midp_p_value(0, 1000, 0, 1000) <= 1.0
+
+
+# PHE funnel test inputs (epidemiology research note 8.5).
+PHE_FUNNEL = [
+    (8, 6.23986, "within"),
+    (151, 106.44297, "above_99_8"),
+    (159, 232.93290, "below_99_8"),
+    (191, 184.09639, "within"),
+    (124, 183.89441, "below_99_8"),
+    (220, 249.80129, "within"),
+    (150, 119.56955, "above_95"),
+]
+
+
+@pytest.mark.parametrize("observed, expected, category", PHE_FUNNEL)
+def test_funnel_category_matches_phe_test_data(observed, expected, category):
+    assert poisson.funnel_category(observed, expected) == category
+
+
+def test_funnel_count_limits_match_phe_limit_curve():
+    # PHE outputs: 1 observed event sits on the 95% upper limit at E = 0.025317898 and on the
+    # lower limit at E = 5.571644585; so the limits around those E pass through 1 event.
+    _, upper = poisson.funnel_count_limits([0.025317898], 0.95)
+    lower, _ = poisson.funnel_count_limits([5.571644585], 0.95)
+    assert upper[0] == pytest.approx(1.0, abs=1e-6)
+    assert lower[0] == pytest.approx(1.0, abs=1e-6)
