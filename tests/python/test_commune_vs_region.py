@@ -1,0 +1,127 @@
+"""The commune-vs-region mart against hand computations from the bundled counts."""
+
+import math
+
+import pytest
+from scipy import stats
+
+from conftest import query
+
+INE = "read_csv('data/raw/ine_vital_statistics_rm_2010_2019.csv')"
+DEIS = "read_csv('data/raw/deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv')"
+
+
+def derived_counts_by_hand(warehouse, first_year, last_year):
+    """{commune: (infant deaths, births)} straight from the raw files, summed over the years."""
+    rows = query(
+        warehouse,
+        f"""
+        with ine as (
+            select codigo_comuna as commune, anio as year,
+                sum(case when evento = 'nacimiento' then cantidad end) as births,
+                sum(case when evento = 'defuncion' then cantidad end) as all_deaths
+            from {INE} group by 1, 2),
+        deis as (
+            select CODIGO_COMUNA_RESIDENCIA as commune, Year as year, sum(Death_count_all_cause) as aged_1_plus
+            from {DEIS} where "Age group" = '1+' group by 1, 2)
+        select ine.commune, ine.year, all_deaths - aged_1_plus, births
+        from ine join deis using (commune, year)
+        where ine.year between {first_year} and {last_year}
+        """,
+    )
+    return rows
+
+
+def test_independencia_2010_2014_by_hand(bundled_warehouse):
+    rows = derived_counts_by_hand(bundled_warehouse, 2010, 2014)
+    assert all(deaths >= 0 for _, _, deaths, _ in rows)  # no unavailable commune-year in 2010-2014
+    d_c = sum(d for c, _, d, _ in rows if c == 13108)
+    n_c = sum(n for c, _, _, n in rows if c == 13108)
+    big_d = sum(d for _, _, d, _ in rows)
+    big_n = sum(n for _, _, _, n in rows)
+    r_c, r_region = 1000 * d_c / n_c, 1000 * big_d / big_n
+    rr = r_c / r_region
+    se = math.sqrt(1 / d_c - 1 / big_d)
+    z = stats.norm.ppf(0.975)
+
+    (got,) = query(
+        bundled_warehouse,
+        "select deaths, live_births, region_deaths, region_live_births, rate_ratio, rate_ratio_ci95_lower, "
+        "rate_ratio_ci95_upper, excess_rate_per_1000, attributable_percent, excess_deaths, n_years "
+        "from marts.fct_commune_vs_region where commune_code = '13108' and indicator = 'imr' "
+        "and period_start = 2010 and period_end = 2014",
+    )
+    assert got[:4] == (d_c, n_c, big_d, big_n)
+    assert got[4] == pytest.approx(rr, rel=1e-12)
+    assert got[5] == pytest.approx(rr * math.exp(-z * se), rel=1e-9)
+    assert got[6] == pytest.approx(rr * math.exp(z * se), rel=1e-9)
+    assert got[7] == pytest.approx(r_c - r_region, rel=1e-12)
+    assert got[8] == pytest.approx(100 * (rr - 1) / rr, rel=1e-12)
+    assert got[9] == pytest.approx(d_c - n_c * r_region / 1000, rel=1e-12)
+    assert got[10] == 5
+    # The study's headline: Independencia's infant mortality was about 1.75 times the region's.
+    assert 1.6 < rr < 1.9
+
+
+def test_region_and_rest_of_region_ratios_satisfy_the_identity(bundled_warehouse):
+    # rr_region = rr_rest / (f rr_rest + 1 - f), f = the commune's share of the region's births.
+    rows = query(
+        bundled_warehouse,
+        "select rate_ratio, rest_rate_ratio, live_births::double / region_live_births "
+        "from marts.fct_commune_vs_region where deaths > 0",
+    )
+    assert len(rows) >= 150
+    for rr_region, rr_rest, f in rows:
+        assert rr_region == pytest.approx(rr_rest / (f * rr_rest + 1 - f), rel=1e-10)
+
+
+def test_rest_of_region_inference_matches_the_exact_conditional_test(bundled_warehouse):
+    (d_c, n_c, d_r, n_r, lower, upper, p, comparison), = query(
+        bundled_warehouse,
+        "select deaths, live_births, rest_deaths, rest_live_births, rest_rate_ratio_ci95_lower, "
+        "rest_rate_ratio_ci95_upper, p_value, comparison from marts.fct_commune_vs_region "
+        "where commune_code = '13108' and indicator = 'imr' and period_label = '2010-2014'",
+    )
+    # Second method: Clopper-Pearson via scipy's binomtest, mapped to the rate-ratio scale.
+    ci = stats.binomtest(d_c, d_c + d_r).proportion_ci(0.95, method="exact")
+    to_rr = lambda p: p / (1 - p) * n_r / n_c  # noqa: E731
+    assert lower == pytest.approx(to_rr(ci.low), rel=1e-8)
+    assert upper == pytest.approx(to_rr(ci.high), rel=1e-8)
+    assert p < 0.05 and comparison == "higher"
+
+
+def test_unavailable_commune_year_is_left_out_on_both_sides(bundled_warehouse):
+    # Providencia 2018 has no rate: its 2015-2019 comparison pools 4 years for it and its region.
+    (n_years, n_in_period, region_births), = query(
+        bundled_warehouse,
+        "select n_years, n_years_in_period, region_live_births from marts.fct_commune_vs_region "
+        "where commune_code = '13123' and indicator = 'imr' and period_label = '2015-2019'",
+    )
+    (births_without_2018,), = query(
+        bundled_warehouse,
+        "select sum(live_births) from marts.fct_rates_commune_year where area_level = 'region' "
+        "and year between 2015 and 2019 and year <> 2018",
+    )
+    assert (n_years, n_in_period) == (4, 5)
+    assert region_births == births_without_2018
+
+
+def test_periods_are_the_full_window_and_five_year_blocks(bundled_warehouse):
+    rows = query(
+        bundled_warehouse,
+        "select period_label, count(*) from marts.fct_commune_vs_region where indicator = 'imr' "
+        "group by 1 order by 1",
+    )
+    assert rows == [("2010-2014", 52), ("2010-2019", 52), ("2015-2019", 52)]
+
+
+def test_custom_period_var_adds_a_period(tmp_path):
+    from conftest import run_dbt
+
+    path = tmp_path / "custom.duckdb"
+    run_dbt(["build", "--select", "+fct_commune_vs_region"], path, {"custom_period": {"start": 2012, "end": 2016}})
+    rows = query(
+        path,
+        "select count(*), min(n_years_in_period) from marts.fct_commune_vs_region where period_label = '2012-2016'",
+    )
+    assert rows == [(52, 5)]
