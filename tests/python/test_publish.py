@@ -1,0 +1,353 @@
+"""`python -m infant_mortality.publish` (`make warehouse`, `make docs`) with real processes.
+
+Every publish here goes to a temporary published path through IMR_DUCKDB_PATH (with its own
+dbt target and log folders), never to warehouse/. One publish is shared by the module; the
+tests that need their own publish start from a copy of it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import duckdb
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from conftest import REPO_ROOT, query
+from infant_mortality.publish import failure_lines
+
+NAME = "infant_mortality.duckdb"
+# A virtual environment with DuckDB 1.4.x (the oldest reader we promise), cached across runs
+# under the repository (git-ignored); delete the folder to rebuild it.
+DUCKDB14_VENV = REPO_ROOT / ".venv-duckdb14"
+
+
+def run_publish(published: Path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    """The real CLI, from the repository root, publishing to `published`."""
+    work = published.parent.parent
+    env = {
+        **os.environ,
+        "IMR_DUCKDB_PATH": str(published),
+        "DBT_TARGET_PATH": str(work / "dbt_target"),
+        "DBT_LOG_PATH": str(work / "dbt_logs"),
+        **(env_extra or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "infant_mortality.publish", "--quiet", *args],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def copy_published(source: Path, destination_root: Path) -> Path:
+    """A copy of a published warehouse folder (same basename: same catalog name)."""
+    folder = destination_root / "warehouse"
+    folder.mkdir(parents=True)
+    shutil.copy2(source, folder / NAME)
+    shutil.copytree(source.parent / "parquet", folder / "parquet")
+    return folder / NAME
+
+
+def mart_names(path: Path) -> list[str]:
+    return [r[0] for r in query(path, "select table_name from duckdb_tables() where schema_name = 'marts' "
+                                      "order by table_name")]
+
+
+class Holder:
+    """Another process holding a DuckDB connection on a file, answering queries on demand."""
+
+    SCRIPT = textwrap.dedent("""
+        import sys, duckdb
+        con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == "ro")
+        print("ready", flush=True)
+        for sql in sys.stdin:
+            print(repr(con.execute(sql).fetchall()), flush=True)
+    """)
+
+    def __init__(self, path: Path, read_only: bool = True):
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", self.SCRIPT, str(path), "ro" if read_only else "rw"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def query(self, sql: str):
+        self.process.stdin.write(sql.replace("\n", " ") + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, "the holder process died"
+        return eval(line)  # noqa: S307 - our own repr of a fetchall()
+
+    def close(self) -> int:
+        self.process.stdin.close()
+        return self.process.wait(timeout=30)
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared publish
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> SimpleNamespace:
+    work = tmp_path_factory.mktemp("publish")
+    path = work / "warehouse" / NAME  # warehouse/ does not exist yet: publish creates it
+    result = run_publish(path)
+    assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return SimpleNamespace(
+        path=path, parquet=path.parent / "parquet", target=work / "dbt_target", output=result.stdout,
+    )
+
+
+def test_publish_prints_a_summary_and_leaves_only_the_published_files(published):
+    out = published.output
+    assert f"Published {published.path}" in out
+    assert "Wall time" in out
+    for mart in ("dim_commune", "fct_rates_commune_year", "audit_data_quality"):
+        assert f"marts.{mart}" in out
+    assert re.search(r"marts\.dim_commune\s+346 rows", out)
+    assert not published.path.with_name(NAME + ".wal").exists()
+    build_dir = published.path.parent / ".build"
+    assert not (build_dir / NAME).exists()
+    assert not (build_dir / "parquet.tmp").exists()
+    # dbt's artifacts are kept for `make docs` and state comparison.
+    assert (published.target / "manifest.json").exists()
+
+
+def test_published_file_is_self_contained_for_readers_anywhere(published, tmp_path):
+    """No staging views (relative CSV paths); every relation answers from another directory."""
+    script = textwrap.dedent("""
+        import json, sys, duckdb
+        con = duckdb.connect(sys.argv[1], read_only=True)
+        rels = con.execute("select schema_name, table_name from duckdb_tables() where database_name = current_database() "
+                           "union all select schema_name, view_name from duckdb_views() "
+                           "where not internal and database_name = current_database()").fetchall()
+        counts = {f"{s}.{t}": con.execute(f'select count(*) from "{s}"."{t}"').fetchone()[0] for s, t in rels}
+        print(json.dumps(counts))
+    """)
+    result = subprocess.run([sys.executable, "-c", script, str(published.path)], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    counts = json.loads(result.stdout)
+    assert not [name for name in counts if name.startswith("staging.")]
+    assert counts["marts.dim_commune"] == 346
+    assert counts["marts.fct_rates_commune_year"] > 0
+    assert query(published.path, "select count(*) from duckdb_schemas() where schema_name = 'staging'") == [(0,)]
+
+
+def test_published_file_uses_the_duckdb_1_4_storage_format(published):
+    (tags,), = query(published.path, "select tags from duckdb_databases() where database_name = current_database()")
+    assert tags["storage_version"].startswith("v1.4.0")
+
+
+def test_mart_and_column_descriptions_are_comments_in_the_database(published):
+    manifest = json.loads((published.target / "manifest.json").read_text())
+    marts = [node for node in manifest["nodes"].values()
+             if node["resource_type"] == "model" and node["schema"] == "marts"]
+    assert {"dim_commune", "fct_rates_commune_year", "audit_data_quality"} <= {m["name"] for m in marts}
+    tables = dict(query(published.path, "select table_name, comment from duckdb_tables() where schema_name = 'marts'"))
+    columns = {(t, c): comment for t, c, comment in query(
+        published.path, "select table_name, column_name, comment from duckdb_columns() where schema_name = 'marts'")}
+    missing = []
+    for mart in marts:
+        name = mart["name"]
+        if mart["description"] and (tables.get(name) or "").strip() != mart["description"].strip():
+            missing.append(f"table {name}")
+        for column in mart["columns"].values():
+            if column["description"] and (columns.get((name, column["name"])) or "").strip() \
+                    != column["description"].strip():
+                missing.append(f"column {name}.{column['name']}")
+    assert not missing, f"descriptions not persisted as comments: {missing}"
+    assert "CUT commune code" in columns[("dim_commune", "commune_code")]
+
+
+def test_parquet_files_have_the_same_rows_as_the_marts(published):
+    marts = mart_names(published.path)
+    assert sorted(p.stem for p in published.parquet.glob("*.parquet")) == marts
+    with duckdb.connect(str(published.path), read_only=True) as con:
+        for mart in marts:
+            parquet = f"read_parquet('{published.parquet / (mart + '.parquet')}')"
+            table = f"marts.{mart}"
+            (n_table,), = con.execute(f"select count(*) from {table}").fetchall()
+            (n_parquet,), = con.execute(f"select count(*) from {parquet}").fetchall()
+            assert n_table == n_parquet, mart
+            # Multiset equality, both ways (EXCEPT ALL treats NULLs as equal).
+            for a, b in ((table, parquet), (parquet, table)):
+                assert con.execute(f"select count(*) from (from {a} except all from {b})").fetchall() == [(0,)], mart
+            table_types = con.execute(f"select column_name, column_type from (describe {table})").fetchall()
+            parquet_types = con.execute(f"select column_name, column_type from (describe from {parquet})").fetchall()
+            assert table_types == parquet_types, mart
+
+
+def test_superset_style_sqlalchemy_engine_reads_a_mart_and_releases_the_file(published):
+    engine = create_engine(f"duckdb:///{published.path}", poolclass=NullPool,
+                           connect_args={"read_only": True})
+    with engine.connect() as connection:
+        rows = connection.execute(text(
+            "select commune_name from marts.dim_commune where commune_code = '13101'")).fetchall()
+    engine.dispose()
+    assert rows == [("Santiago",)]
+    # With NullPool nothing stays open: another process can even open the file read-write.
+    writer = Holder(published.path, read_only=False)
+    assert writer.query("select count(*) from marts.dim_commune") == [(346,)]
+    assert writer.close() == 0
+
+
+@pytest.fixture(scope="session")
+def duckdb14_python() -> Path:
+    """python of a separate venv with duckdb 1.4.x (needs PyPI the first time; then cached)."""
+    venv = DUCKDB14_VENV / "venv"
+    python = venv / "bin" / "python"
+    stamp = DUCKDB14_VENV / "ready"
+    DUCKDB14_VENV.mkdir(exist_ok=True)
+    with open(DUCKDB14_VENV / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test runs create it once
+        if not stamp.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            install = subprocess.run(
+                [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "duckdb==1.4.*"],
+                capture_output=True, text=True,
+            )
+            assert install.returncode == 0, f"pip install duckdb==1.4.* failed (needs PyPI):\n{install.stderr}"
+            stamp.touch()
+    return python
+
+
+def test_published_file_opens_in_duckdb_1_4(published, duckdb14_python):
+    script = textwrap.dedent("""
+        import sys, duckdb
+        con = duckdb.connect(sys.argv[1], read_only=True)
+        print(duckdb.__version__)
+        print(con.execute("select count(*) from marts.dim_commune").fetchone()[0])
+        print(con.execute("select count(*) from marts.fct_rates_commune_year").fetchone()[0])
+    """)
+    result = subprocess.run([str(duckdb14_python), "-c", script, str(published.path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    version, communes, rates = result.stdout.split()
+    assert version.startswith("1.4.")
+    assert int(communes) == 346
+    assert int(rates) == query(published.path, "select count(*) from marts.fct_rates_commune_year")[0][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Publishing again, with readers and writers around
+
+
+UNRELIABLE = "select count(*) from marts.fct_rates_commune_year where is_unreliable"
+
+
+def test_publish_succeeds_while_a_reader_holds_the_file_and_new_connections_see_the_new_build(
+        published, tmp_path):
+    path = copy_published(published.path, tmp_path)
+    reader = Holder(path, read_only=True)
+    try:
+        before = reader.query(UNRELIABLE)  # built with unreliable_below_deaths = 20
+        inode_before = path.stat().st_ino
+        result = run_publish(path, "--vars", '{"unreliable_below_deaths": 5}')
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        # The open reader is unharmed: it still answers, from the build it opened.
+        assert reader.query(UNRELIABLE) == before
+        assert reader.query("select count(*) from marts.dim_commune") == [(346,)]
+    finally:
+        assert reader.close() == 0
+    assert path.stat().st_ino != inode_before
+    after = query(path, UNRELIABLE)
+    assert after[0][0] < before[0][0], "a new connection must see the build with the lower threshold"
+    # The Parquet files were replaced too.
+    parquet = path.parent / "parquet" / "fct_rates_commune_year.parquet"
+    with duckdb.connect() as con:
+        assert con.execute(f"select count(*) from read_parquet('{parquet}') where is_unreliable").fetchall() == after
+
+
+def test_failed_build_leaves_the_published_files_untouched_and_says_why(published, tmp_path):
+    path = copy_published(published.path, tmp_path)
+    parquet_dir = path.parent / "parquet"
+    hashes_before = {p.name: sha256(p) for p in [path, *parquet_dir.iterdir()]}
+    # A corrupted input: a copy of the raw files with a 4 KiB block of one zeroed (a bad disk
+    # block or transfer); DuckDB can no longer read the file's columns.
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
+    broken = raw / "ine_vital_statistics_rm_2010_2019.csv"
+    content = broken.read_bytes()
+    middle = len(content) // 2
+    broken.chmod(0o644)
+    broken.write_bytes(content[:middle] + b"\0" * 4096 + content[middle + 4096:])
+
+    result = run_publish(path, "--vars", json.dumps({"raw_data_dir": str(raw)}))
+
+    assert result.returncode != 0
+    assert "dbt build FAILED" in result.stderr
+    assert "Published file left untouched" in result.stderr
+    assert "stg_ine__vital_statistics" in result.stderr  # dbt's own failure line names the model
+    assert {p.name: sha256(p) for p in [path, *parquet_dir.iterdir()]} == hashes_before
+
+
+def test_publish_refuses_while_a_writer_holds_the_published_file(published, tmp_path):
+    path = copy_published(published.path, tmp_path)
+    before = sha256(path)
+    writer = Holder(path, read_only=False)
+    try:
+        result = run_publish(path)
+    finally:
+        assert writer.close() == 0
+    assert result.returncode != 0
+    assert "READ-WRITE" in result.stderr
+    assert "Building into" not in result.stdout  # refused before spending a build
+    assert sha256(path) == before
+
+
+def test_docs_only_generates_static_docs_without_opening_the_published_file(published, tmp_path):
+    reader = Holder(published.path, read_only=True)  # would block any dbt run on that file
+    before = sha256(published.path)
+    target = tmp_path / "docs_target"
+    try:
+        result = run_publish(published.path, "--docs-only", env_extra={"DBT_TARGET_PATH": str(target)})
+    finally:
+        assert reader.close() == 0
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    page = target / "static_index.html"
+    assert str(page) in result.stdout
+    html = page.read_text()
+    assert "fct_rates_commune_year" in html and "dim_commune" in html
+    assert (target / "catalog.json").exists()
+    assert sha256(published.path) == before
+    assert not (published.path.parent / ".build" / "docs").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers
+
+
+def test_failure_lines_keep_dbt_closing_summary_without_colours_or_timestamps():
+    output = [
+        "\x1b[0m20:31:18  1 of 2 START sql view model staging.stg_x ........ [RUN]",
+        "\x1b[0m20:31:18  1 of 2 ERROR creating sql view model staging.stg_x ... [\x1b[31mERROR\x1b[0m in 0.02s]",
+        "\x1b[0m20:31:18  ",
+        "\x1b[0m20:31:18  \x1b[31mCompleted with 1 error, 0 partial successes, and 0 warnings:\x1b[0m",
+        "\x1b[0m20:31:18  ",
+        "\x1b[0m20:31:18    Runtime Error in model stg_x (models/staging/stg_x.sql)",
+        "  Binder Error: Referenced column \"cantidad\" not found",
+        "\x1b[0m20:31:18  Done. PASS=0 WARN=0 ERROR=1 SKIP=1 NO-OP=0 TOTAL=2",
+    ]
+    assert failure_lines(output) == [
+        "Completed with 1 error, 0 partial successes, and 0 warnings:",
+        "  Runtime Error in model stg_x (models/staging/stg_x.sql)",
+        "  Binder Error: Referenced column \"cantidad\" not found",
+        "Done. PASS=0 WARN=0 ERROR=1 SKIP=1 NO-OP=0 TOTAL=2",
+    ]
+    assert failure_lines(["Encountered an error:", "Parsing Error", "  bad yaml"]) == [
+        "Encountered an error:", "Parsing Error", "  bad yaml"]
