@@ -1,7 +1,10 @@
 -- Commune-year counts by indicator, whichever input mode fed them: the one place the marts
--- read counts from. `deaths` is kept as derived (possibly negative or missing); `count_problem`
--- says why a count cannot give a rate, and the marts turn that into an unavailable rate.
+-- read counts from. Every commune of every region present gets a row for every year and
+-- indicator present, so a commune-year missing from the input is visible, not silently absent.
+-- `deaths` is kept as derived (possibly negative or missing); `count_problem` says why a count
+-- cannot give a rate, and the marts turn that into an unavailable rate.
 {% if vital_source() == 'ine_aggregates' %}
+    {% set count_basis = 'derived: INE deaths all ages - DEIS deaths aged 1+' %}
 with counts as (
     select
         commune_code,
@@ -10,8 +13,8 @@ with counts as (
         'imr' as indicator,
         infant_deaths_derived as deaths,
         live_births,
-        'derived: INE deaths all ages - DEIS deaths aged 1+' as count_basis,
         case
+            when live_births is null then 'live_births_missing'
             when deaths_all_ages is null then 'deaths_all_ages_missing'
             when deaths_aged_1_plus is null then 'deaths_aged_1_plus_missing'
             when infant_deaths_derived < 0 then 'negative_derived_count'
@@ -19,6 +22,7 @@ with counts as (
     from {{ ref('int_ine__commune_year_counts') }}
 ),
 {% else %}
+    {% set count_basis = 'DEIS microdata: death and birth records' %}
 with counts as (
     select
         commune_code,
@@ -27,7 +31,6 @@ with counts as (
         indicator,
         deaths,
         live_births,
-        'DEIS microdata: death and birth records' as count_basis,
         cast(null as varchar) as source_problem
     from {{ ref('int_deis__commune_year_counts') }}
 ),
@@ -38,27 +41,76 @@ communes as (
     from {{ ref('stg_reference__communes') }}
 ),
 
-classified as (
+regions_present as (
+    select distinct communes.region_code
+    from counts inner join communes on counts.commune_code = communes.commune_code
+),
+
+expected as (
+    select communes.commune_code, communes.commune_name, communes.region_code, years.year, indicators.indicator
+    from communes
+    inner join regions_present on communes.region_code = regions_present.region_code
+    cross join (select distinct year from counts) as years
+    cross join (select distinct indicator from counts) as indicators
+),
+
+known_communes as (
+    select
+        expected.commune_code,
+        expected.commune_name,
+        expected.region_code,
+        expected.year,
+        expected.indicator,
+        {% if vital_source() == 'ine_aggregates' %}
+        counts.deaths,
+        counts.live_births,
+        case when counts.commune_code is null then 'commune_year_missing' else counts.source_problem end
+            as source_problem
+        {% else %}
+        -- In the microdata a commune-year with no record at all had no births and no deaths.
+        coalesce(counts.deaths, 0) as deaths,
+        coalesce(counts.live_births, 0) as live_births,
+        counts.source_problem
+        {% endif %}
+    from expected
+    left join counts
+        on expected.commune_code = counts.commune_code
+        and expected.year = counts.year
+        and expected.indicator = counts.indicator
+),
+
+unknown_communes as (
     select
         counts.commune_code,
-        coalesce(communes.commune_name, counts.commune_name) as commune_name,
-        communes.region_code,
+        counts.commune_name,
+        cast(null as varchar) as region_code,
         counts.year,
         counts.indicator,
         counts.deaths,
         counts.live_births,
-        counts.count_basis,
-        case
-            when communes.commune_code is null then 'commune_unknown'
-            when counts.source_problem is not null then counts.source_problem
-            when coalesce(counts.live_births, 0) = 0 then 'no_live_births'
-        end as count_problem
+        'commune_unknown' as source_problem
     from counts
     left join communes on counts.commune_code = communes.commune_code
+    where communes.commune_code is null
+),
+
+all_communes as (
+    select * from known_communes
+    union all
+    select * from unknown_communes
 )
 
-select *
-from classified
+select
+    commune_code,
+    commune_name,
+    region_code,
+    year,
+    indicator,
+    deaths,
+    live_births,
+    '{{ count_basis }}' as count_basis,
+    coalesce(source_problem, case when coalesce(live_births, 0) = 0 then 'no_live_births' end) as count_problem
+from all_communes
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

@@ -95,3 +95,31 @@ def test_unreliable_flag_follows_the_death_count(bundled_warehouse):
         "where deaths is not null and is_unreliable <> (deaths < 20)",
     )
     assert rows == [(0,)]
+
+
+def test_a_truncated_input_file_is_reported_not_silently_smaller(tmp_path):
+    # A file cut at a line boundary still parses; the missing commune-years must show up in the
+    # audit and the region's rate for those years must be unavailable, not computed on fewer communes.
+    import shutil
+
+    from conftest import REPO_ROOT, run_dbt
+
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
+    ine = raw / "ine_vital_statistics_rm_2010_2019.csv"
+    lines = ine.read_text(encoding="utf-8").splitlines(keepends=True)
+    ine.write_text("".join(lines[:-10]), encoding="utf-8")  # the last 5 communes of 2019 lost
+    path = tmp_path / "truncated.duckdb"
+    run_dbt(["build", "--exclude", "fct_trends"], path, {"raw_data_dir": str(raw)})
+
+    missing = query(
+        path,
+        "select count(*) from marts.audit_data_quality where check_name = 'commune_year_missing' and year = 2019",
+    )
+    assert missing == [(5,)]
+    region_2019 = query(
+        path,
+        "select rate_per_1000, unavailable_reason, communes_unavailable from marts.fct_rates_commune_year "
+        "where area_level = 'region' and year = 2019",
+    )
+    assert region_2019 == [(None, "region_incomplete", 5)]
