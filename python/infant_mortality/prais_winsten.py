@@ -275,8 +275,8 @@ def prais_winsten(
         raise ValueError("y and X must have the same number of rows")
     if not (np.all(np.isfinite(y)) and np.all(np.isfinite(X))):
         raise ValueError("y and X must be finite (drop missing rows first)")
-    if n <= k + 1:
-        raise ValueError(f"need more than k + 1 = {k + 1} observations, got {n}")
+    if n <= k:
+        raise ValueError(f"need more than k = {k} observations, got {n}")
     has_pred = _has_pred(n, time, gaps)
     hasconst = _has_constant(X)
 
@@ -312,20 +312,28 @@ def prais_winsten(
     resid_star = ystar[keep] - Xstar[keep] @ res.params
     pairs_star = has_pred & keep & np.r_[False, keep[:-1]]
     dw_transformed = durbin_watson(resid_star, pairs_star[keep])
-
-    rsquared, fvalue, f_pvalue = float(res.rsquared), float(res.fvalue), float(res.f_pvalue)
-    if hasconst and res.ssr > res.centered_tss:
-        # Stata: Model SS 0, R-squared missing, F = 0, Prob > F = 1.
-        rsquared, fvalue, f_pvalue = math.nan, 0.0, 1.0
-    if k == 1 and hasconst:
-        fvalue, f_pvalue = math.nan, math.nan
+    if res.df_resid > 0:
+        bse, tvalues, pvalues = res.bse, res.tvalues, res.pvalues
+        cov = res.cov_params()
+        rsquared, fvalue, f_pvalue = float(res.rsquared), float(res.fvalue), float(res.f_pvalue)
+        if hasconst and res.ssr > res.centered_tss:
+            # Stata: Model SS 0, R-squared missing, F = 0, Prob > F = 1.
+            rsquared, fvalue, f_pvalue = math.nan, 0.0, 1.0
+        if k == 1 and hasconst:
+            fvalue, f_pvalue = math.nan, math.nan
+    else:
+        # No residual degrees of freedom (e.g. n = 3 and |rho| >= 1): the fit is exact and no
+        # standard error exists; the residuals are rounding noise, so no Durbin-Watson either.
+        bse = tvalues = pvalues = np.full(k, np.nan)
+        cov = np.full((k, k), np.nan)
+        dw_transformed = rsquared = fvalue = f_pvalue = math.nan
 
     return PraisWinstenResult(
         params=_readonly(res.params),
-        bse=_readonly(res.bse),
-        tvalues=_readonly(res.tvalues),
-        pvalues=_readonly(res.pvalues),
-        cov_params=_readonly(res.cov_params()),
+        bse=_readonly(bse),
+        tvalues=_readonly(tvalues),
+        pvalues=_readonly(pvalues),
+        cov_params=_readonly(cov),
         rho=float(rho),
         iterations=int(iterations),
         converged=bool(converged),
@@ -387,7 +395,10 @@ class TrendBatchResult:
     """Per-series results of :func:`prais_winsten_trend_batch`, arrays aligned with ``series``.
 
     Same definitions as :class:`PraisWinstenResult` (intercept on the raw-year scale).
-    Series with too few observations (n < 3, or N* - 2 < 1) have NaN statistics.
+    Series with too few observations (n < 3, or N* - 2 < 1) have NaN statistics, and so have
+    series whose transformed design became numerically singular (condition > 1e12: the
+    transformed constant 1 - rho vanishes when rho -> 1 with the first row dropped); those are
+    also flagged ``converged = False``.
     """
 
     series: np.ndarray
@@ -575,7 +586,16 @@ def prais_winsten_trend_batch(
             M = Pa.astype(bool) | (STa & inb[:, None])
         else:
             M = Pa.astype(bool)
-        b0, b1, r11, r12, r22 = _ls2(Cs, Xs, Ys)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b0, b1, r11, r12, r22 = _ls2(Cs, Xs, Ys)
+        # A singular transformed design (rho = 1 with the first row dropped) identifies no
+        # intercept: NaN statistics, the series leaves the loop unconverged.
+        # Numerically singular too: the transformed constant 1 - rho vanishing next to the
+        # year column (Cochrane-Orcutt with rho -> 1, a degenerate attractor of rhotype dw).
+        scale = np.maximum(r11, np.hypot(r12, r22))
+        broken = ~(np.isfinite(b0) & np.isfinite(b1) & (np.minimum(r11, r22) > 1e-12 * scale))
+        b0 = np.where(broken, np.nan, b0)
+        b1 = np.where(broken, np.nan, b1)
         U = (Ys - Cs * b0[:, None] - Xs * b1[:, None]) * M
         Mf = M.astype(float)
         pairs_star = Pa * _lag(Mf) * Mf
@@ -589,12 +609,12 @@ def prais_winsten_trend_batch(
         oob[a] = ~inb
         E[a] = (Ya - b0[:, None] - b1[:, None] * Xa) * Va
         if twostep:
-            conv[a] = True
+            conv[a] = ~broken
             break
-        done = np.abs(r - rho_prev[a]) < tol
+        done = (np.abs(r - rho_prev[a]) < tol) & ~broken
         conv[a[done]] = True
         rho_prev[a] = r
-        active = a[~done]
+        active = a[~(done | broken)]
 
     df_resid = nobs - 2
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -629,7 +649,7 @@ def prais_winsten_trend_batch(
         n_rho_out_of_bounds=n_oob,
         ssr=out["ssr"],
         dw_original=dw_orig,
-        dw_transformed=out["dwt"],
+        dw_transformed=np.where(df_resid > 0, out["dwt"], np.nan),
         n_gaps=np.where(counts > 0, (ST.sum(axis=1) - 1).clip(min=0), 0),
         elapsed_seconds=_time.perf_counter() - t0,
     )

@@ -1,0 +1,252 @@
+"""fit_trends: the trend mart rows from yearly rates (docs/methods.md section 4)."""
+
+from __future__ import annotations
+
+import logging
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.testing import assert_allclose
+from scipy import stats
+
+from infant_mortality.prais_winsten import prais_winsten_trend
+from infant_mortality.trends import OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
+
+RESEARCH_NOTE_IMR = [9.1, 8.7, 8.9, 8.2, 8.0, 7.9, 7.3, 7.5, 7.0, 6.8]  # 2005-2014
+
+
+def _rates(series: dict, first_year: int = 2005, births: int = 1000) -> pd.DataFrame:
+    """{(level, code, indicator): [rate or None, ...]} -> a frame like fct_rates_commune_year."""
+    rows = []
+    for (level, code, indicator), values in series.items():
+        for i, rate in enumerate(values):
+            deaths = None if rate is None else round(rate * births / 1000)
+            rows.append({
+                "area_level": level, "area_code": code, "area_name": f"name {code}",
+                "region_code": None if level == "country" else "13", "year": first_year + i,
+                "indicator": indicator, "deaths": deaths, "live_births": births,
+                "rate_per_1000": rate,
+            })
+    frame = pd.DataFrame(rows)
+    frame["deaths"] = frame["deaths"].astype("Int64")
+    frame["rate_per_1000"] = frame["rate_per_1000"].astype("Float64")
+    return frame
+
+
+def _periods(*pairs) -> pd.DataFrame:
+    return pd.DataFrame({"period_start": [a for a, _ in pairs], "period_end": [b for _, b in pairs],
+                         "period_label": [f"{a}-{b}" for a, b in pairs]})
+
+
+def _one(out, **keys) -> pd.Series:
+    sel = np.ones(len(out), dtype=bool)
+    for k, v in keys.items():
+        sel &= (out[k] == v).to_numpy(dtype=bool, na_value=False)
+    assert sel.sum() == 1, keys
+    return out[sel].iloc[0]
+
+
+def test_research_note_series_apc_and_interval():
+    rates = _rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR})
+    out = fit_trends(rates, _periods((2005, 2014)))
+    row = _one(out, area_code="13101")
+    # epidemiology-methods-research.md 8.7 (digits that do not depend on the 1e-6 / 1e-8 stop).
+    assert round(row.slope_log10, 8) == -0.01412563
+    assert round(row.slope_se, 8) == 0.00055620
+    assert round(row.rho, 6) == -0.651086
+    assert round(row.apc, 4) == -3.2002
+    assert round(row.apc_ci95_lower, 4) == -3.4857
+    assert round(row.apc_ci95_upper, 4) == -2.9139
+    assert row.trend == "decreasing"
+    assert row.n_years == row.n_years_used == 10 and row.n_zero_years == 0
+    assert row.converged and row.iterations == 3
+    assert pd.isna(row.note)
+    # The formulas, from the row's own slope and se, c = t(0.975, n - 2).
+    c = stats.t.ppf(0.975, 8)
+    assert_allclose(row.apc, (10**row.slope_log10 - 1) * 100, rtol=1e-14)
+    assert_allclose(row.apc_ci95_lower, (10 ** (row.slope_log10 - c * row.slope_se) - 1) * 100, rtol=1e-14)
+    assert_allclose(row.apc_ci95_upper, (10 ** (row.slope_log10 + c * row.slope_se) - 1) * 100, rtol=1e-14)
+    assert_allclose(row.t_stat, row.slope_log10 / row.slope_se, rtol=1e-14)
+    assert_allclose(row.p_value, 2 * stats.t.sf(abs(row.t_stat), 8), rtol=1e-12)
+
+    normal = _one(fit_trends(rates, _periods((2005, 2014)), ci_critical="normal", ci_level=0.9),
+                  area_code="13101")
+    z = stats.norm.ppf(0.95)
+    assert_allclose(normal.apc_ci95_upper, (10 ** (row.slope_log10 + z * row.slope_se) - 1) * 100,
+                    rtol=1e-14)
+
+
+def test_classification_follows_p_and_sign():
+    rng = np.random.default_rng(1)
+    years = np.arange(12)
+    up = list(5 * 1.06 ** years * np.exp(rng.normal(0, 0.02, 12)))
+    down = list(5 * 0.94 ** years * np.exp(rng.normal(0, 0.02, 12)))
+    flat = [5.0, 5.4, 4.7, 5.2, 4.9, 5.3, 4.8, 5.1, 5.0, 4.8, 5.2, 4.9]
+    rates = _rates({("commune", "a", "imr"): up, ("commune", "b", "imr"): down,
+                    ("commune", "c", "imr"): flat})
+    out = fit_trends(rates, _periods((2005, 2016)))
+    a, b, c = (_one(out, area_code=k) for k in "abc")
+    assert a.trend == "increasing" and a.p_value < 0.05 and a.slope_log10 > 0 and a.apc_ci95_lower > 0
+    assert b.trend == "decreasing" and b.p_value < 0.05 and b.slope_log10 < 0 and b.apc_ci95_upper < 0
+    assert c.trend == "stationary" and c.p_value >= 0.05
+    # A threshold below the p-value turns a significant trend into stationary.
+    strict = fit_trends(rates, _periods((2005, 2016)), p_threshold=a.p_value / 2)
+    assert _one(strict, area_code="a").trend == "stationary"
+
+
+def test_too_few_years_is_not_estimable_with_a_note():
+    rates = _rates({("commune", "x", "nmr"): [3.0, 2.5, 2.8, 2.1, 2.6, 2.2]})
+    out = fit_trends(rates, _periods((2005, 2010), (2005, 2008)), min_years=5)
+    full, short = _one(out, period_end=2010), _one(out, period_end=2008)
+    assert full.trend != "not_estimable" and full.n_years_used == 6
+    assert short.trend == "not_estimable"
+    assert short.n_years == short.n_years_used == 4
+    assert "fewer than min_years = 5" in short.note
+    stat_cols = ["slope_log10", "slope_se", "t_stat", "p_value", "rho", "iterations", "converged",
+                 "dw_original", "dw_transformed", "apc", "apc_ci95_lower", "apc_ci95_upper"]
+    assert short[stat_cols].isna().all()
+    assert _one(fit_trends(rates, _periods((2005, 2008)), min_years=4), period_end=2008).trend != "not_estimable"
+    with pytest.raises(ValueError):
+        fit_trends(rates, _periods((2005, 2008)), min_years=3)
+
+
+def test_zero_and_unavailable_years_are_dropped_counted_and_noted():
+    values = [6.0, 5.5, 0.0, 5.1, None, 4.8, 4.6, 0.0, 4.1, 4.0]
+    rates = _rates({("commune", "z", "pnmr"): values})
+    out = fit_trends(rates, _periods((2005, 2014)))
+    row = _one(out, area_code="z")
+    assert row.n_years == 10 and row.n_years_used == 7 and row.n_zero_years == 2
+    assert "zero rate in 2007, 2012" in row.note
+    assert "rate unavailable (NULL) for 2009" in row.note
+    assert "rho computations restarted at each gap" in row.note
+    # Equal to the reference path on the 7 remaining years (gaps restart rho, as Stata).
+    used = [i for i, v in enumerate(values) if v]
+    ref = prais_winsten_trend(np.log10([values[i] for i in used]), 2005 + np.array(used))
+    assert ref.n_gaps == 3
+    assert_allclose(row.slope_log10, ref.params[1], rtol=1e-10)
+    assert_allclose(row.slope_se, ref.bse[1], rtol=1e-10)
+    assert_allclose(row.rho, ref.rho, rtol=1e-10)
+    assert row.iterations == ref.iterations
+    # Treating the remaining years as consecutive (R prais) is an option and gives other numbers.
+    cons = _one(fit_trends(rates, _periods((2005, 2014)), gaps="consecutive"), area_code="z")
+    ref_c = prais_winsten_trend(np.log10([values[i] for i in used]), 2005 + np.array(used),
+                                gaps="consecutive")
+    assert_allclose(cons.rho, ref_c.rho, rtol=1e-10)
+    assert abs(cons.rho - row.rho) > 1e-3
+    assert "treated as consecutive" in cons.note
+
+
+def test_add_half_death_policy():
+    values = [6.0, 5.5, 0.0, 5.1, 4.9, 4.8, 4.6, 0.0, 4.1, 4.0]
+    rates = _rates({("commune", "h", "imr"): values}, births=400)
+    out = fit_trends(rates, _periods((2005, 2014)), zero_rate_policy="add_half_death")
+    row = _one(out, area_code="h")
+    assert row.n_years_used == 10 and row.n_zero_years == 2
+    assert "fitted at 0.5 death" in row.note and "2007, 2012" in row.note
+    adjusted = [v if v else 0.5 / 400 * 1000 for v in values]
+    ref = prais_winsten_trend(np.log10(adjusted), np.arange(2005, 2015))
+    assert_allclose(row.slope_log10, ref.params[1], rtol=1e-10)
+    assert_allclose(row.p_value, ref.pvalues[1], rtol=1e-8)
+    dropped = _one(fit_trends(rates, _periods((2005, 2014))), area_code="h")
+    assert dropped.n_years_used == 8 and dropped.slope_log10 != row.slope_log10
+    with pytest.raises(ValueError):
+        fit_trends(rates, _periods((2005, 2014)), zero_rate_policy="replace_with_mean")
+
+
+def test_period_beyond_the_data_and_every_series_gets_every_period():
+    rates = _rates({("region", "13", "imr"): RESEARCH_NOTE_IMR,
+                    ("country", "CL", "imr"): RESEARCH_NOTE_IMR[:6]})
+    periods = pd.concat([_periods((2005, 2014), (2010, 2014), (2005, 2016)),
+                         _periods((2005, 2014))])  # duplicate period
+    out = fit_trends(rates, periods)
+    assert len(out) == 2 * 3
+    assert not out.duplicated(["area_level", "area_code", "indicator", "period_start", "period_end"]).any()
+    row = _one(out, area_code="13", period_end=2016)
+    assert row.n_years == 12 and row.n_years_used == 10
+    assert row.note.startswith("no data for 2015-2016")
+    cl = _one(out, area_code="CL", period_start=2010)
+    assert cl.trend == "not_estimable" and cl.n_years_used == 1
+    assert "no data for 2011-2014" in cl.note
+    assert pd.isna(cl.region_code) and cl.area_name == "name CL"
+
+
+def test_batched_rows_equal_the_reference_fit_per_series():
+    rng = np.random.default_rng(42)
+    series = {}
+    for i in range(60):
+        n = int(rng.integers(5, 16))
+        e = np.zeros(n)
+        phi = rng.choice([-0.4, 0.0, 0.5, 0.9])
+        for t in range(1, n):
+            e[t] = phi * e[t - 1] + rng.normal(0, 0.08)
+        vals = list(np.round(8 * np.exp(-0.02 * np.arange(n) + e), 4))
+        if rng.random() < 0.3:
+            vals[int(rng.integers(1, n - 1))] = 0.0
+        series[("commune", f"{i:05d}", rng.choice(["imr", "nmr"]))] = vals
+    rates = _rates(series, first_year=2000)
+    out = fit_trends(rates, _periods((2000, 2014)))
+    fitted = out[out.trend != "not_estimable"]
+    assert len(fitted) >= 50
+    for row in fitted.itertuples():
+        vals = series[(row.area_level, row.area_code, row.indicator)]
+        used = [i for i, v in enumerate(vals) if v > 0]
+        ref = prais_winsten_trend(np.log10([vals[i] for i in used]), 2000 + np.array(used))
+        assert row.n_years_used == len(used)
+        assert row.iterations == ref.iterations and row.converged == ref.converged
+        assert_allclose([row.slope_log10, row.slope_se, row.rho, row.p_value, row.dw_original,
+                         row.dw_transformed],
+                        [ref.params[1], ref.bse[1], ref.rho, ref.pvalues[1], ref.dw_original,
+                         ref.dw_transformed], rtol=1e-10, atol=1e-13)
+
+
+def test_rho_out_of_bounds_and_non_convergence_are_noted():
+    # A five-year zig-zag drives rho below -1 (first year dropped in the final fit).
+    rates = _rates({("commune", "zz", "imr"): [5.0, 7.0, 4.8, 7.3, 4.5]})
+    row = _one(fit_trends(rates, _periods((2005, 2009))), area_code="zz")
+    assert row.rho <= -1
+    assert "|rho| >= 1" in row.note
+    capped = _one(fit_trends(_rates({("commune", "c", "imr"): RESEARCH_NOTE_IMR}),
+                             _periods((2005, 2014)), max_iter=2), area_code="c")
+    assert not capped.converged and capped.iterations == 2
+    assert "did not converge in 2 iterations" in capped.note
+
+
+def test_output_columns_and_types_even_when_everything_is_null():
+    rates = _rates({("commune", "n", "imr"): [None, None, 3.0]})
+    out = fit_trends(rates, _periods((2005, 2007)))
+    assert list(out.columns) == OUTPUT_COLUMNS
+    assert {c: str(t) for c, t in out.dtypes.items()} == {c: str(pd.api.types.pandas_dtype(t))
+                                                         for c, t in OUTPUT_DTYPES.items()}
+    assert out["slope_log10"].isna().all() and out["converged"].isna().all()
+    con = duckdb.connect()
+    con.register("t", out)
+    types = dict(con.sql("select column_name, column_type from (describe t)").fetchall())
+    con.close()
+    assert types["slope_log10"] == "DOUBLE" and types["converged"] == "BOOLEAN"
+    assert types["iterations"] == "BIGINT" and types["note"] == "VARCHAR"
+    assert types["area_code"] == "VARCHAR" and types["trend"] == "VARCHAR"
+    empty = fit_trends(rates.iloc[:0], _periods((2005, 2007)))
+    assert list(empty.columns) == OUTPUT_COLUMNS and len(empty) == 0
+
+
+def test_input_problems_are_errors():
+    rates = _rates({("commune", "d", "imr"): RESEARCH_NOTE_IMR})
+    with pytest.raises(ValueError, match="more than one row"):
+        fit_trends(pd.concat([rates, rates.iloc[:1]]), _periods((2005, 2014)))
+    bad = rates.copy()
+    bad.loc[0, "rate_per_1000"] = -1.0
+    with pytest.raises(ValueError, match="negative"):
+        fit_trends(bad, _periods((2005, 2014)))
+    with pytest.raises(ValueError, match="missing columns"):
+        fit_trends(rates.drop(columns="live_births"), _periods((2005, 2014)))
+
+
+def test_timing_is_reported(caplog):
+    rates = _rates({("commune", "t", "imr"): RESEARCH_NOTE_IMR})
+    with caplog.at_level(logging.INFO, logger="infant_mortality.trends"):
+        out = fit_trends(rates, _periods((2005, 2014)))
+    assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == 1
+    assert 0 <= out.attrs["fit_seconds"] <= out.attrs["total_seconds"]
+    assert any("statistics" in r.getMessage() for r in caplog.records)
