@@ -1,0 +1,229 @@
+"""The DEIS staging models, built by the real dbt CLI on hand-made and generated files.
+
+dbt runs in the real project with its committed profile (which registers the plugin of
+`infant_mortality.deis_files`) and a temporary DuckDB file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from infant_mortality import deis_files
+from infant_mortality.generate_deis import Options, expected_calibrated_counts, generate
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "data" / "deis"
+DBT = Path(sys.executable).with_name("dbt")
+
+# The hand-made headerless latin-1 deaths file, line by line (EDAD_TIPO;EDAD_CANT -> class):
+# 4;0 4;23 3;6 -> early_neonatal | 3;7 3;27 -> late_neonatal | 3;28 2;1 2;11 -> post_neonatal |
+# 2;0 1;0 -> infant_age_unknown | 1;1 1;85 -> not_infant | blank;5 -> age_unit_unknown
+HEADERLESS_AGE_CLASSES = {"early_neonatal": 3, "late_neonatal": 2, "post_neonatal": 3,
+                          "infant_age_unknown": 2, "not_infant": 2, "age_unit_unknown": 1}
+
+
+@pytest.fixture(scope="session")
+def dbt_project() -> Path:
+    """The real project: the committed profile registers the DEIS reader's plugin."""
+    return ROOT
+
+
+def dbt(project: Path, database: Path, command: str, dbt_vars: dict) -> subprocess.CompletedProcess:
+    args = [str(DBT), command, "--profiles-dir", "profiles", "--vars", yaml.safe_dump(dbt_vars)]
+    if command == "build":
+        args += ["--select", "+stg_deis__deaths", "+stg_deis__births"]
+    return subprocess.run(args, cwd=project, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "IMR_DUCKDB_PATH": str(database),
+                               "DBT_TARGET_PATH": str(database.parent / "dbt_target"),
+                               "DBT_LOG_PATH": str(database.parent / "dbt_logs")})
+
+
+def build(project: Path, tmp: Path, deaths: str, births: str, **extra) -> duckdb.DuckDBPyConnection:
+    database = tmp / "warehouse.duckdb"  # not staging.duckdb: the catalog would shadow the schema
+    result = dbt(project, database, "build", {"vital_source": "deis_microdata", "deis_deaths_path": deaths,
+                                              "deis_births_path": births,
+                                              "deis_cache_dir": str(tmp / "cache"), **extra})
+    assert result.returncode == 0, result.stdout[-3000:]
+    return duckdb.connect(str(database), read_only=True)
+
+
+@pytest.fixture(scope="module")
+def fixtures_built(dbt_project, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fixtures")
+    con = build(dbt_project, tmp, str(FIXTURES / "deaths_*.csv"), str(FIXTURES / "births_*.csv"))
+    yield con
+    con.close()
+
+
+def rows(con, sql: str) -> list[tuple]:
+    return con.sql(sql).fetchall()
+
+
+def test_hand_made_age_edge_cases(fixtures_built):
+    classes = rows(fixtures_built, """
+        select age_class, count(*) from staging.stg_deis__deaths
+        where source_file like '%deaths_headerless_latin1.csv' group by all
+    """)
+    assert dict(classes) == HEADERLESS_AGE_CLASSES
+    # Months 0 is an infant of unknown age, flagged; years 0 is not a record problem.
+    flagged = rows(fixtures_built, """
+        select age_unit_code, age_amount, record_problem from staging.stg_deis__deaths
+        where record_problem is not null order by source_file, source_line
+    """)
+    assert flagged == [(2, 0, "infant_age_month_zero"), (None, 5, "age_unit_unknown")]
+
+
+def test_headerless_latin1_and_alternative_header_utf8_both_read(fixtures_built):
+    deaths = rows(fixtures_built, """
+        select regexp_extract(source_file, '[^/]+$'), source_line, year_of_death, date_of_death::varchar,
+               sex, commune_code, commune_name, region_name, cause_icd10, place_of_death
+        from staging.stg_deis__deaths
+        where source_line in (1, 2) or source_file like '%alternative%' order by all
+    """)
+    assert deaths == [
+        ("deaths_alternative_header_utf8.csv", 2, 2021, "2021-03-14", "female", "13120", "Ñuñoa",
+         "Metropolitana de Santiago", "P073", "Hospital o Clínica"),
+        ("deaths_alternative_header_utf8.csv", 3, 2021, "2021-07-01", "male", "16101", "Chillán",
+         "De Ñuble", "J189", "Casa habitación"),
+        ("deaths_alternative_header_utf8.csv", 4, 2021, "2021-09-09", "male", "13122", "Peñalolén",
+         "Metropolitana de Santiago", "I219", "Hospital o Clínica"),
+        ("deaths_headerless_latin1.csv", 1, 2015, "2015-01-03", "male", "13120", "Ñuñoa",
+         "Metropolitana de Santiago", "P073", "Hospital o Clínica"),
+        ("deaths_headerless_latin1.csv", 2, 2015, "2015-02-11", "female", "13120", "Ñuñoa",
+         "Metropolitana de Santiago", "P073", "Hospital o Clínica"),
+    ]
+    assert rows(fixtures_built, "select count(*) from staging.stg_deis__deaths") == [(16,)]
+    # Regions 01-09 lose their leading zero in DEIS files; staging restores it.
+    assert ("01101", "Iquique") in rows(fixtures_built, "select commune_code, commune_name from staging.stg_deis__deaths")
+
+    births = rows(fixtures_built, """
+        select regexp_extract(source_file, '[^/]+$'), source_line, birth_date::varchar, sex, weight_g, length_cm,
+               gestational_weeks, mother_age, commune_code, commune_name, region_code, record_problem
+        from staging.stg_deis__births order by all
+    """)
+    assert births == [
+        ("births_alternative_header_utf8.csv", 2, "2021-02-28", "male", 3710, 51, 40, 27, "13122", "Peñalolén", "13", None),
+        ("births_alternative_header_utf8.csv", 3, "2021-11-05", "female", 3050, 49, 38, 35, "16101", "Chillán", "16", None),
+        ("births_headerless_latin1.csv", 1, "2015-01-09", "male", 3420, 50, 39, 31, "13120", "Ñuñoa", "13", None),
+        ("births_headerless_latin1.csv", 2, "2015-06-30", "female", 2890, 48, 37, 19, "08101", "Concepción", "08", None),
+        ("births_headerless_latin1.csv", 3, "2015-12-31", "female", 1250, 38, 29, 42, "01101", "Iquique", "01", None),
+    ]
+
+
+@pytest.fixture(scope="module")
+def generated(dbt_project, tmp_path_factory):
+    """RM 2010-2019 with the bad records, deaths as a published ZIP with the alternative header."""
+    tmp = tmp_path_factory.mktemp("generated")
+    manifest = generate(Options(out_dir=tmp / "deis", regions=("13",), years=tuple(range(2010, 2020)),
+                                seed=11, zip_deaths=True, deaths_header="alternative",
+                                deaths_encoding="utf-8", inject_bad_records=True))
+    con = build(dbt_project, tmp, str(tmp / "deis" / manifest["deaths_file"]), str(tmp / "deis" / "nacimientos"))
+    yield con, manifest, tmp
+    con.close()
+
+
+def test_each_bad_record_carries_its_problem(generated):
+    con, manifest, tmp = generated
+    found = {}
+    for model in ("stg_deis__deaths", "stg_deis__births"):
+        extra = ", age_class" if model.endswith("deaths") else ", null"
+        for source_file, line, problem, age_class in rows(con, f"""
+                select source_file, source_line, record_problem{extra} from staging.{model}
+                where record_problem is not null"""):
+            found[(source_file.rsplit("/", 1)[-1], line)] = (problem, age_class)
+    expected = {(Path(r["file"]).name, r["line"]): (r["record_problem"], r.get("age_class"))
+                for r in manifest["bad_records"]}
+    assert found == expected
+    assert len(expected) == 20
+
+
+def test_zip_input_is_read_whole_and_named_by_its_member(generated):
+    con, manifest, tmp = generated
+    zip_path = tmp / "deis" / manifest["deaths_file"]
+    member = manifest["deaths_file"].replace(".zip", ".csv")
+    files = rows(con, "select source_file, count(*), min(source_line), max(source_line) "
+                      "from staging.stg_deis__deaths group by all")
+    n = manifest["records"]["deaths"] + 15
+    assert files == [(f"{zip_path}/{member}", n, 2, n + 1)]  # line 1 is the header
+    assert list((tmp / "cache").rglob(member))  # unpacked once into deis_cache_dir
+
+
+def test_staged_rm_counts_equal_the_calibration(generated):
+    con, manifest, tmp = generated
+    staged = rows(con, """
+        with births as (
+            select commune_code, birth_year as year, count(*) as births from staging.stg_deis__births
+            where record_problem is null group by all
+        ),
+        infant_deaths as (
+            select commune_code, year_of_death as year, count(*) as infant_deaths from staging.stg_deis__deaths
+            where record_problem is null
+              and age_class in ('early_neonatal', 'late_neonatal', 'post_neonatal', 'infant_age_unknown')
+            group by all
+        )
+        select commune_code, year, births, coalesce(infant_deaths, 0)
+        from births left join infant_deaths using (commune_code, year) order by all
+    """)
+    expected = expected_calibrated_counts(ROOT).sort_values(["codigo_comuna", "anio"])
+    assert staged == list(expected[["codigo_comuna", "anio", "births", "infant_deaths"]].itertuples(index=False, name=None))
+    shares = dict(rows(con, """
+        select age_class, count(*) from staging.stg_deis__deaths
+        where record_problem is null and age_class <> 'not_infant' group by all
+    """))
+    neonatal = shares["early_neonatal"] + shares["late_neonatal"]
+    assert 0.60 <= neonatal / sum(shares.values()) <= 0.70
+
+
+def test_a_file_that_is_not_deis_stops_the_build(dbt_project, tmp_path):
+    malformed = FIXTURES / "malformed" / "deaths_by_commune_aggregated.csv"
+    result = dbt(dbt_project, tmp_path / "x.duckdb", "build",
+                 {"vital_source": "deis_microdata", "deis_deaths_path": str(malformed),
+                  "deis_births_path": str(FIXTURES / "births_headerless_latin1.csv")})
+    assert result.returncode != 0
+    assert f"{malformed}: line 1 has 5 column(s); expected a ';'-separated DEIS deaths file with 27 columns" \
+        in result.stdout
+
+
+def test_the_default_build_reads_no_deis_file(dbt_project, tmp_path):
+    result = dbt(dbt_project, tmp_path / "x.duckdb", "ls", {})
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "stg_deis__" not in result.stdout
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "the file is empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary content (NUL bytes)"),
+    (b"anio,codigo_comuna,evento\n2010,13101,nacimiento\n", "the separator looks like ',' or a tab"),
+    ("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode(), "line 1 has 2 column(s)"),
+])
+def test_non_deis_deaths_files_are_refused(tmp_path, content, message):
+    path = tmp_path / "input.csv"
+    path.write_bytes(content)
+    with pytest.raises(deis_files.DeisFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        deis_files.inspect(str(path), "deaths")
+
+
+def test_births_header_must_name_the_documented_columns(tmp_path):
+    path = tmp_path / "births.csv"
+    path.write_text("ANO_NAC;MES_NAC;DIA_NAC;SEXO;COMUNA\n2019;1;1;1;13101\n")
+    with pytest.raises(deis_files.DeisFileError, match="PESO, TALLA, SEMANAS, EDAD_M, GLOSA_COMUNA, REGION"):
+        deis_files.inspect(str(path), "births")
+
+
+def test_encoding_is_detected_and_counted_lines_are_checked(tmp_path):
+    assert [f.encoding for f in deis_files.inspect(str(FIXTURES / "deaths_*.csv"), "deaths")] == ["utf-8", "latin-1"]
+    ragged = tmp_path / "ragged.csv"
+    lines = (FIXTURES / "deaths_headerless_latin1.csv").read_bytes().splitlines(keepends=True)
+    ragged.write_bytes(lines[0] + lines[1].replace(b";", b"", 1))
+    with pytest.raises(deis_files.DeisFileError, match="line 2 has 26 column"):
+        deis_files.inspect(str(ragged), "deaths")
+    assert Counter(deis_files.expand_paths(str(FIXTURES))) == Counter(
+        str(p) for p in FIXTURES.iterdir() if p.is_file())
