@@ -1,0 +1,116 @@
+-- Microdata mode: one audit row per record with a problem (file and line), and totals per
+-- problem plus read/assigned totals, so that the counts reconcile with the input row counts.
+{{ config(enabled = var('vital_source') == 'deis_microdata') }}
+{% set unassignable = "('year_unparseable', 'commune_missing', 'commune_unknown')" %}
+{% set unknown_unit_is_infant = var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown' %}
+
+with death_records as (
+    select
+        'deis_deaths_microdata' as source,
+        source_file,
+        source_line,
+        commune_code,
+        year_of_death as year,
+        record_problem,
+        'ANO_DEF=' || coalesce(cast(year_of_death as varchar), '?')
+            || ' FECHA_DEF=' || coalesce(cast(date_of_death as varchar), '?')
+            || ' EDAD_TIPO=' || coalesce(cast(age_unit_code as varchar), 'blank')
+            || ' EDAD_CANT=' || coalesce(cast(age_amount as varchar), 'blank')
+            || ' COMUNA=' || coalesce(commune_code, 'blank') as observed_value,
+        case
+            when record_problem in {{ unassignable }}
+                then 'death not assigned to any commune-year: in no rate (see the total row)'
+            when record_problem = 'age_unit_unknown' and {{ unknown_unit_is_infant }}
+                then 'counted as an infant death of unknown age: in imr, in no component (methods.md)'
+            when record_problem = 'age_unit_unknown'
+                then 'age unit unknown: not counted as an infant death (var unknown_age_unit_policy = exclude)'
+            when record_problem = 'infant_age_month_zero'
+                then 'counted as an infant death of unknown age: in imr, in no component'
+            when record_problem = 'age_out_of_range'
+                then 'age outside its unit''s range: classified by its value on the day scale, flagged'
+            else 'counted by ANO_DEF and commune; the date itself is not used'
+        end as consequence,
+        record_problem in {{ unassignable }}
+            or record_problem in ('age_unit_unknown', 'infant_age_month_zero', 'age_out_of_range')
+            as affects_results
+    from {{ ref('stg_deis__deaths') }}
+),
+
+birth_records as (
+    select
+        'deis_births_microdata' as source,
+        source_file,
+        source_line,
+        commune_code,
+        birth_year as year,
+        record_problem,
+        'ANO_NAC=' || coalesce(cast(birth_year as varchar), '?')
+            || ' MES_NAC=' || coalesce(cast(birth_month as varchar), '?')
+            || ' DIA_NAC=' || coalesce(cast(birth_day as varchar), '?')
+            || ' COMUNA=' || coalesce(commune_code, 'blank') as observed_value,
+        case
+            when record_problem in {{ unassignable }} or birth_year is null
+                then 'birth not assigned to any commune-year: in no denominator (see the total row)'
+            else 'counted by ANO_NAC and commune; the date itself is not used'
+        end as consequence,
+        record_problem in {{ unassignable }} or birth_year is null as affects_results
+    from {{ ref('stg_deis__births') }}
+),
+
+records as (
+    select * from death_records
+    union all
+    select * from birth_records
+),
+
+problem_rows as (
+    select
+        source, source_file, source_line,
+        source_file || ':' || cast(source_line as varchar) as record_key,
+        commune_code, year, cast(null as varchar) as indicator, record_problem as check_name, observed_value,
+        cast(1 as bigint) as records_affected, consequence, affects_results
+    from records
+    where record_problem is not null
+),
+
+problem_totals as (
+    select
+        source, cast(null as varchar) as source_file, cast(null as bigint) as source_line,
+        'all records' as record_key, cast(null as varchar) as commune_code, cast(null as integer) as year,
+        cast(null as varchar) as indicator, record_problem as check_name,
+        cast(count(*) as varchar) || ' records' as observed_value,
+        count(*) as records_affected,
+        'total of the rows above for this check' as consequence,
+        bool_or(affects_results) as affects_results
+    from records
+    where record_problem is not null
+    group by source, record_problem
+),
+
+-- records_read = records_assigned + the records of the unassignable checks.
+reconciliation as (
+    select
+        source, cast(null as varchar), cast(null as bigint),
+        'all records', cast(null as varchar), cast(null as integer), cast(null as varchar),
+        totals.check_name,
+        cast(totals.n as varchar) || ' records',
+        totals.n,
+        case totals.check_name
+            when 'records_read' then 'every record of the input files'
+            else 'records counted in a commune-year (births in the denominator, deaths by age class)'
+        end,
+        false
+    from (
+        select source, 'records_read' as check_name, count(*) as n from records group by source
+        union all
+        select source, 'records_assigned', count(*) from records
+        where coalesce(record_problem, '') not in {{ unassignable }} and year is not null
+        group by source
+    ) as totals
+)
+
+select * from problem_rows
+union all
+select * from problem_totals
+union all
+select * from reconciliation

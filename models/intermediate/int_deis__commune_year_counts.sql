@@ -1,0 +1,89 @@
+-- Microdata mode: deaths under one year and live births per commune of residence and year,
+-- counted in one pass over each staging table. Records without a usable year or a known
+-- commune cannot be assigned; they are left out here and totalled in audit_data_quality.
+{{ config(enabled = var('vital_source') == 'deis_microdata') }}
+{% set unknown_unit_is_infant = var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown' %}
+
+with assignable_deaths as (
+    select
+        commune_code,
+        year_of_death as year,
+        -- methods.md: a death with a blank or unknown age unit is never read as years; by default
+        -- it joins the explicit infant-age-unknown bucket (var unknown_age_unit_policy: exclude).
+        case
+            when age_class = 'age_unit_unknown' and {{ unknown_unit_is_infant }} then 'infant_age_unknown'
+            else age_class
+        end as age_class
+    from {{ ref('stg_deis__deaths') }}
+    where coalesce(record_problem, '') not in ('year_unparseable', 'commune_missing', 'commune_unknown')
+),
+
+deaths as (
+    select
+        commune_code,
+        year,
+        count(*) filter (where age_class = 'early_neonatal') as early_neonatal_deaths,
+        count(*) filter (where age_class = 'late_neonatal') as late_neonatal_deaths,
+        count(*) filter (where age_class = 'post_neonatal') as post_neonatal_deaths,
+        count(*) filter (where age_class = 'infant_age_unknown') as age_unknown_infant_deaths
+    from assignable_deaths
+    group by commune_code, year
+),
+
+births as (
+    select commune_code, birth_year as year, count(*) as live_births
+    from {{ ref('stg_deis__births') }}
+    where coalesce(record_problem, '') not in ('commune_missing', 'commune_unknown')
+        and birth_year is not null
+    group by commune_code, birth_year
+),
+
+commune_years as (
+    select
+        coalesce(births.commune_code, deaths.commune_code) as commune_code,
+        coalesce(births.year, deaths.year) as year,
+        coalesce(births.live_births, 0) as live_births,
+        coalesce(deaths.early_neonatal_deaths, 0) as early_neonatal_deaths,
+        coalesce(deaths.late_neonatal_deaths, 0) as late_neonatal_deaths,
+        coalesce(deaths.post_neonatal_deaths, 0) as post_neonatal_deaths,
+        coalesce(deaths.age_unknown_infant_deaths, 0) as age_unknown_infant_deaths
+    from births
+    full outer join deaths
+        on births.commune_code = deaths.commune_code and births.year = deaths.year
+),
+
+components as (
+    select
+        *,
+        early_neonatal_deaths + late_neonatal_deaths as neonatal_deaths,
+        early_neonatal_deaths + late_neonatal_deaths + post_neonatal_deaths + age_unknown_infant_deaths
+            as infant_deaths
+    from commune_years
+),
+
+-- One row per indicator, the shape every mart reads; the components ride along on every row so
+-- that the identities imr = nmr + pnmr + age_unknown_infant and nmr = enmr + late neonatal can be tested.
+{% set indicator_counts = {'imr': 'infant_deaths', 'nmr': 'neonatal_deaths',
+                           'enmr': 'early_neonatal_deaths', 'pnmr': 'post_neonatal_deaths'} %}
+indicators as (
+    {% for indicator, count_column in indicator_counts.items() %}
+    select '{{ indicator }}' as indicator, {{ count_column }} as deaths, components.*
+    from components
+    {% if not loop.last %}union all{% endif %}
+    {% endfor %}
+)
+
+select
+    commune_code,
+    cast(null as varchar) as commune_name,
+    year,
+    indicator,
+    deaths,
+    live_births,
+    infant_deaths,
+    neonatal_deaths,
+    early_neonatal_deaths,
+    late_neonatal_deaths,
+    post_neonatal_deaths,
+    age_unknown_infant_deaths
+from indicators
