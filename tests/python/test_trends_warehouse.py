@@ -1,0 +1,63 @@
+"""fct_trends built by the real dbt CLI on the bundled data."""
+
+import numpy as np
+import pytest
+
+from conftest import query
+from infant_mortality.prais_winsten import prais_winsten_trend
+
+
+def test_every_rm_commune_and_the_region_has_an_imr_trend_over_2010_2019(bundled_warehouse):
+    rows = query(
+        bundled_warehouse,
+        "select area_level, count(*) from marts.fct_trends where indicator = 'imr' "
+        "and period_start = 2010 and period_end = 2019 group by area_level order by area_level",
+    )
+    assert rows == [("commune", 52), ("region", 1)]
+
+
+def test_trend_class_follows_from_p_value_and_slope(bundled_warehouse):
+    rows = query(
+        bundled_warehouse,
+        "select trend, p_value, slope_log10, n_years_used from marts.fct_trends where indicator = 'imr'",
+    )
+    assert len(rows) == 3 * 53
+    for trend, p, slope, used in rows:
+        if used < 5:
+            assert trend == "not_estimable"
+        elif p < 0.05:
+            assert trend == ("increasing" if slope > 0 else "decreasing")
+        else:
+            assert trend == "stationary"
+
+
+def test_region_trend_equals_a_statsmodels_reference_fit_of_its_yearly_rates(bundled_warehouse):
+    years, rates = zip(*query(
+        bundled_warehouse,
+        "select year, rate_per_1000 from marts.fct_rates_commune_year "
+        "where area_level = 'region' and indicator = 'imr' order by year",
+    ))
+    reference = prais_winsten_trend(np.log10(rates), np.array(years, dtype=float))
+    (slope, se, p, rho, apc, lower, upper, trend), = query(
+        bundled_warehouse,
+        "select slope_log10, slope_se, p_value, rho, apc, apc_ci95_lower, apc_ci95_upper, trend "
+        "from marts.fct_trends where area_level = 'region' and indicator = 'imr' "
+        "and period_start = 2010 and period_end = 2019",
+    )
+    assert slope == pytest.approx(reference.params[1], rel=1e-9)
+    assert se == pytest.approx(reference.bse[1], rel=1e-9)
+    assert rho == pytest.approx(reference.rho, rel=1e-9)
+    assert apc == pytest.approx((10 ** slope - 1) * 100, rel=1e-12)
+    assert lower < apc < upper
+    # The region's infant mortality fell from 7.14 to 5.97 per 1000: a significant decrease.
+    assert trend == "decreasing" and p < 0.05
+
+
+def test_the_commune_with_an_unavailable_year_is_fitted_on_the_others_and_says_so(bundled_warehouse):
+    (n_years, used, note), = query(
+        bundled_warehouse,
+        "select n_years, n_years_used, note from marts.fct_trends where area_code = '13123' "
+        "and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+    )
+    assert (n_years, used) == (10, 9)
+    assert "2018" in note
