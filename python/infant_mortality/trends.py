@@ -13,7 +13,8 @@ period_start, period_end), following ``docs/methods.md`` section 4:
 * Class: ``increasing`` if p < p_threshold and b1 > 0, ``decreasing`` if p < p_threshold and
   b1 < 0, otherwise ``stationary``; ``not_estimable`` when fewer than ``min_years`` usable years
   remain (or no residual degree of freedom is left), with the statistics NULL and the reason in
-  ``note``. ``min_years`` must be at least 4 (5 with ``method="corc"``): with 3 years the
+  ``note``; also when the final transformed regression keeps fewer than 4 rows, i.e. 2 residual
+  degrees of freedom (|rho| >= 1 drops the first row of each run), or fits exactly (se = 0). ``min_years`` must be at least 4 (5 with ``method="corc"``): with 3 years the
   iteration always runs to rho = -1.
 * Years without a rate (NULL rate, or no row at all in the window) and zero-rate years
   (log10(0) is undefined) are never replaced silently: they are left out of the fit, counted
@@ -254,6 +255,14 @@ def fit_trends(
     brk = (fy["sid"].diff() == 0) & (fy["year"].diff() != 1)
     n_gaps = np.bincount(fy["sid"].to_numpy()[brk.to_numpy()], minlength=n_sid)
     estimable = np.isfinite(se) & np.isfinite(p_value) & (se >= 0)
+    # A fit that is technically possible can still say nothing: when |rho| >= 1 drops the first
+    # observation of every run, a short gappy series can end with 3 rows for 2 parameters and a
+    # near-exact fit (se ~ 0, p ~ 0). Require 2 residual degrees of freedom in the final
+    # regression, and call anything less not estimable rather than a "significant" trend.
+    final_rows = df + 2
+    too_few_final_rows = estimable & (df < 2)
+    perfect_fit = estimable & (se == 0)
+    estimable = estimable & ~too_few_final_rows & ~perfect_fit
 
     alpha = 1.0 - ci_level
     with np.errstate(invalid="ignore", over="ignore"):
@@ -316,6 +325,12 @@ def fit_trends(
                         "(zero_rate_policy add_half_death)")
         if n_used[s] < min_years:
             note.append(f"not estimable: {n_used[s]} usable years, fewer than min_years = {min_years}")
+        elif too_few_final_rows[s]:
+            note.append(f"not estimable: the final transformed regression kept {int(final_rows[s])} "
+                        f"observations for 2 parameters (|rho| = {abs(rho[s]):.3g} >= 1 dropped the "
+                        "first of each run of years)")
+        elif perfect_fit[s]:
+            note.append("not estimable: the transformed regression fits exactly (residual variance 0)")
         elif not estimable[s]:
             note.append("not estimable: no residual degrees of freedom left in the transformed "
                         "regression" if df[s] <= 0

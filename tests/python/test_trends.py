@@ -107,7 +107,10 @@ def test_too_few_years_is_not_estimable_with_a_note():
     stat_cols = ["slope_log10", "slope_se", "t_stat", "p_value", "rho", "iterations", "converged",
                  "dw_original", "dw_transformed", "apc", "apc_ci95_lower", "apc_ci95_upper"]
     assert short[stat_cols].isna().all()
-    assert _one(fit_trends(rates, _periods((2005, 2008)), min_years=4), period_end=2008).trend != "not_estimable"
+    # min_years = 4 is accepted, but 4-year series usually drive |rho| >= 1, which leaves 3 rows
+    # for 2 parameters: not estimable, and the note says why.
+    four = _one(fit_trends(rates, _periods((2005, 2008)), min_years=4), period_end=2008)
+    assert four.trend == "not_estimable" and "kept 3 observations for 2 parameters" in four.note
     with pytest.raises(ValueError):
         fit_trends(rates, _periods((2005, 2008)), min_years=3)
 
@@ -250,3 +253,23 @@ def test_timing_is_reported(caplog):
     assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == 1
     assert 0 <= out.attrs["fit_seconds"] <= out.attrs["total_seconds"]
     assert any("statistics" in r.getMessage() for r in caplog.records)
+
+
+def test_a_gappy_series_whose_final_fit_keeps_too_few_rows_is_not_estimable():
+    # San José de Maipo 2010-2019 (bundled data): zero deaths in 2011-2013 and 2018 leave the
+    # runs 2010 | 2014-2017 | 2019; the fit goes to rho = -1.83, the first row of each run is
+    # dropped and three rows remain, fitted exactly (se = 0, p = 0). That is no trend.
+    deaths = [1, 0, 0, 0, 2, 2, 1, 2, 0, 1]
+    births = [198, 195, 181, 184, 228, 208, 211, 199, 161, 172]
+    rates = pd.DataFrame({
+        "area_level": "commune", "area_code": "13203", "area_name": "San José de Maipo",
+        "region_code": "13", "indicator": "imr", "year": range(2010, 2020),
+        "deaths": deaths, "live_births": births,
+        "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)],
+    })
+    periods = pd.DataFrame({"period_start": [2010], "period_end": [2019]})
+    row = fit_trends(rates, periods).iloc[0]
+    assert row["trend"] == "not_estimable"
+    assert row["n_years_used"] == 6 and row["n_zero_years"] == 4
+    assert "final transformed regression kept 3 observations" in row["note"]
+    assert pd.isna(row["p_value"])
