@@ -1,0 +1,104 @@
+"""Several regions: each gets its own region rows, the country aggregates them, and every
+commune is compared with its own region. Built from generated files in three small regions."""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+
+import pytest
+
+from conftest import REPO_ROOT, query, run_dbt
+from infant_mortality.generate_deis import Options, generate
+
+REGIONS = ("11", "12", "15")  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
+YEARS = tuple(range(2015, 2020))
+
+
+@pytest.fixture(scope="module")
+def national_sample(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("multi_region")
+    out = tmp / "files"
+    generate(Options(out_dir=out, regions=REGIONS, years=YEARS, births_header="none",
+                     deaths_encoding="utf-8", project_dir=REPO_ROOT))
+    path = tmp / "multi.duckdb"
+    run_dbt(["build"], path, {"vital_source": "deis_microdata",
+                              "deis_deaths_path": str(next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+                              "deis_births_path": str(out / "nacimientos"),
+                              "deis_cache_dir": str(tmp / "cache")})
+    return path, out
+
+
+def births_in_files(out) -> Counter:
+    """(region, year) -> births, read with Python's csv module: a second reader of the files."""
+    counts = Counter()
+    for file in sorted((out / "nacimientos").glob("*.csv")):
+        with open(file, encoding="latin-1", newline="") as handle:
+            for row in csv.reader(handle, delimiter=";"):
+                commune = row[8].zfill(5)
+                counts[(commune[:2], int(row[0]))] += 1
+    return counts
+
+
+def test_each_region_and_the_country_have_their_own_rows(national_sample):
+    path, out = national_sample
+    rows = query(
+        path,
+        "select area_level, area_code, count(distinct year), sum(live_births) from marts.fct_rates_commune_year "
+        "where indicator = 'imr' and area_level <> 'commune' group by 1, 2 order by 1, 2")
+    births = births_in_files(out)
+    expected_regions = [("region", r, 5, sum(births[(r, y)] for y in YEARS)) for r in REGIONS]
+    assert rows == [("country", "CL", 5, sum(births.values()))] + expected_regions
+
+
+def test_country_is_the_sum_of_its_regions_every_year(national_sample):
+    path, _ = national_sample
+    mismatches = query(
+        path,
+        """
+        with regions as (
+            select year, indicator, sum(deaths) as deaths, sum(live_births) as births
+            from marts.fct_rates_commune_year where area_level = 'region' group by year, indicator)
+        select count(*) from marts.fct_rates_commune_year as country
+        join regions using (year, indicator)
+        where country.area_level = 'country'
+            and (country.deaths <> regions.deaths or country.live_births <> regions.births)
+        """)
+    assert mismatches == [(0,)]
+
+
+def test_every_commune_is_compared_with_its_own_region(national_sample):
+    path, _ = national_sample
+    rows = query(
+        path,
+        """
+        select c.commune_code, c.region_code, c.region_deaths, c.region_live_births, r.deaths, r.births
+        from marts.fct_commune_vs_region as c
+        join (select area_code, sum(deaths) as deaths, sum(live_births) as births
+              from marts.fct_rates_commune_year
+              where area_level = 'region' and indicator = 'imr' group by area_code) as r
+            on r.area_code = c.region_code
+        where c.indicator = 'imr' and c.period_label = '2015-2019' and c.n_years = 5
+        """)
+    assert {row[1] for row in rows} == set(REGIONS)
+    assert len(rows) >= 20
+    for _, _, region_deaths, region_births, deaths, births in rows:
+        assert (region_deaths, region_births) == (deaths, births)
+    ranks = query(
+        path,
+        "select region_code, max(rank_in_region), count(*) from marts.fct_commune_vs_region "
+        "where indicator = 'imr' and period_label = '2015-2019' group by 1 order by 1")
+    assert all(top == n for _, top, n in ranks)
+
+
+def test_region_scope_var_keeps_one_region(tmp_path, national_sample):
+    _, out = national_sample
+    path = tmp_path / "scoped.duckdb"
+    run_dbt(["build", "--exclude", "fct_trends"], path, {
+        "vital_source": "deis_microdata",
+        "deis_deaths_path": str(next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+        "deis_births_path": str(out / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache"),
+        "scope_regions": ["12"], "scope_year_start": 2016})
+    rows = query(path, "select distinct area_level, region_code, min(year) over () from marts.fct_rates_commune_year "
+                       "order by 1")
+    assert rows == [("commune", "12", 2016), ("region", "12", 2016)]  # one region: no country row
