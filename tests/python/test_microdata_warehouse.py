@@ -32,6 +32,24 @@ def generated_rm_warehouse(tmp_path_factory):
     return path
 
 
+def test_source_lines_point_at_the_records_in_a_large_zipped_file(generated_rm_warehouse):
+    # DuckDB reads in parallel; every staged record must still name its own line of the file.
+    import zipfile
+
+    (zip_name,), = query(generated_rm_warehouse, "select distinct source_file from staging.stg_deis__deaths")
+    archive, member = zip_name.split(".zip/")
+    with zipfile.ZipFile(archive + ".zip") as z:
+        lines = z.read(member).decode("latin-1").split("\n")
+    rows = query(
+        generated_rm_warehouse,
+        "select source_line, cast(date_of_death as varchar), age_unit_code, age_amount "
+        "from staging.stg_deis__deaths using sample 3000 rows (reservoir, 7)")
+    assert len(rows) == 3000
+    for line, date, unit, amount in rows:
+        fields = lines[line - 1].split(";")
+        assert (fields[1], fields[3], fields[4]) == (date, str(unit), str(amount)), line
+
+
 def test_imr_equals_the_aggregate_mode_for_every_commune_year(generated_rm_warehouse, bundled_warehouse):
     micro = {row[:2]: row[2:] for row in query(
         generated_rm_warehouse,
