@@ -81,7 +81,7 @@ problem_totals as (
         cast(count(*) as varchar) || ' records' as observed_value,
         count(*) as records_affected,
         'total of the rows above for this check' as consequence,
-        bool_or(affects_results) as affects_results
+        max(case when affects_results then 1 else 0 end) = 1 as affects_results
     from records
     where record_problem is not null
     group by source, record_problem

@@ -22,10 +22,10 @@ deaths as (
     select
         commune_code,
         year,
-        count(*) filter (where age_class = 'early_neonatal') as early_neonatal_deaths,
-        count(*) filter (where age_class = 'late_neonatal') as late_neonatal_deaths,
-        count(*) filter (where age_class = 'post_neonatal') as post_neonatal_deaths,
-        count(*) filter (where age_class = 'infant_age_unknown') as age_unknown_infant_deaths
+        sum(case when age_class = 'early_neonatal' then 1 else 0 end) as early_neonatal_deaths,
+        sum(case when age_class = 'late_neonatal' then 1 else 0 end) as late_neonatal_deaths,
+        sum(case when age_class = 'post_neonatal' then 1 else 0 end) as post_neonatal_deaths,
+        sum(case when age_class = 'infant_age_unknown' then 1 else 0 end) as age_unknown_infant_deaths
     from assignable_deaths
     group by commune_code, year
 ),
