@@ -40,6 +40,30 @@ def births_in_files(out) -> Counter:
     return counts
 
 
+def infant_deaths_in_files(out) -> Counter:
+    """(region, year) -> deaths under one year, read with Python's csv module (methods.md
+    section 1: hours, days, months 0-11, years 0)."""
+    counts = Counter()
+    deaths_file = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*.csv"))
+    with open(deaths_file, encoding="utf-8", newline="") as handle:
+        for row in csv.reader(handle, delimiter=";"):
+            unit, amount = row[3], int(row[4])
+            infant = unit in ("3", "4") or (unit == "2" and amount <= 11) or (unit == "1" and amount == 0)
+            if infant:
+                counts[(row[5].zfill(5)[:2], int(row[0]))] += 1
+    return counts
+
+
+def test_region_deaths_reconcile_with_the_generated_death_records(national_sample):
+    path, out = national_sample
+    rows = query(
+        path,
+        "select area_code, year, deaths from marts.fct_rates_commune_year "
+        "where area_level = 'region' and indicator = 'imr'")
+    expected = infant_deaths_in_files(out)
+    assert {(region, year): deaths for region, year, deaths in rows} == dict(expected)
+
+
 def test_each_region_and_the_country_have_their_own_rows(national_sample):
     path, out = national_sample
     rows = query(
