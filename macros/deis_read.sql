@@ -3,7 +3,7 @@
     file, a folder, a glob or a published ZIP. Python (infant_mortality.deis_files, reached via
     the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) unpacks ZIPs into
     var('deis_cache_dir'), detects encoding and header and refuses non-DEIS files; DuckDB then
-    reads each file with read_csv, every column as text under its canonical DEIS name, plus
+    reads the files with read_csv, every column as text under its canonical DEIS name, plus
     source_file and source_line (the line number in the file, counting the header line).
 -#}
 {% macro deis_read(kind, select_columns) -%}
@@ -17,24 +17,16 @@
             {%- endfor %}
         where false
     {%- else -%}
-        {%- for file in deis_inspect(kind) %}
+        {#- Files of one layout (header, encoding, columns) are read by one read_csv over the
+            list, in parallel; one file at a time was 30% slower on 30 yearly births files. -#}
+        {%- set groups = {} -%}
+        {%- for file in deis_inspect(kind) -%}
+            {%- set key = (file.header, file.encoding, file.columns | join(',')) | join('|') -%}
+            {%- do groups.setdefault(key, []).append(file) -%}
+        {%- endfor -%}
+        {%- for files in groups.values() %}
         {{ "union all" if not loop.first }}
-        select
-            {{ deis_quote_literal(file.source_file) }} as source_file,
-            row_number() over () + {{ 1 if file.header else 0 }} as source_line,
-            {%- for column in select_columns %}
-            {{ column }}{{ "," if not loop.last }}
-            {%- endfor %}
-        from read_csv(
-            {{ deis_quote_literal(file.path) }},
-            delim = ';',
-            header = {{ "true" if file.header else "false" }},
-            auto_detect = false,
-            columns = { {%- for column in file.columns %}'{{ column }}': 'VARCHAR'{{ ", " if not loop.last }}{% endfor -%} },
-            encoding = '{{ file.encoding }}',
-            quote = '"',
-            escape = '"'
-        )
+        {{ deis_read_group(files, select_columns) }}
         {%- endfor %}
     {%- endif -%}
 {%- endmacro %}
@@ -71,4 +63,64 @@
 
 {% macro deis_quote_literal(text) -%}
     '{{ text | string | replace("'", "''") }}'
+{%- endmacro %}
+
+
+{#- One read_csv over files of one layout. source_line is the record's line in its own file:
+    DuckDB keeps each file's rows together and in order (insertion order is preserved), so a
+    row's position in the whole read minus its file's first position gives the line. -#}
+{% macro deis_read_group(files, select_columns) -%}
+    {%- set header_lines = 1 if files[0].header else 0 -%}
+    {%- if files | length == 1 %}
+    select
+        {{ deis_quote_literal(files[0].source_file) }} as source_file,
+        row_number() over () + {{ header_lines }} as source_line,
+        {{ select_columns | join(', ') }}
+    from {{ deis_read_csv(files, with_filename=false) }}
+    {%- else %}
+    select * from (
+        with numbered as (
+            select filename, row_number() over () as row_in_read, {{ select_columns | join(', ') }}
+            from {{ deis_read_csv(files, with_filename=true) }}
+        ),
+
+        file_starts as (
+            select filename, min(row_in_read) as first_row from numbered group by filename
+        ),
+
+        display_names as (
+            {%- for file in files %}
+            select {{ deis_quote_literal(file.path) }} as filename, {{ deis_quote_literal(file.source_file) }} as source_file
+            {{ "union all" if not loop.last }}
+            {%- endfor %}
+        )
+
+        select
+            display_names.source_file,
+            numbered.row_in_read - file_starts.first_row + 1 + {{ header_lines }} as source_line,
+            {%- for column in select_columns %}
+            numbered.{{ column }}{{ "," if not loop.last }}
+            {%- endfor %}
+        from numbered
+        inner join file_starts on numbered.filename = file_starts.filename
+        inner join display_names on numbered.filename = display_names.filename
+    )
+    {%- endif %}
+{%- endmacro %}
+
+
+{#- read_csv of files sharing one layout: every column as text under its canonical DEIS name. -#}
+{% macro deis_read_csv(files, with_filename) -%}
+    {%- set first = files[0] -%}
+    read_csv(
+        [{%- for file in files %}{{ deis_quote_literal(file.path) }}{{ ", " if not loop.last }}{% endfor -%}],
+        delim = ';',
+        header = {{ "true" if first.header else "false" }},
+        auto_detect = false,
+        columns = { {%- for column in first.columns %}'{{ column }}': 'VARCHAR'{{ ", " if not loop.last }}{% endfor -%} },
+        encoding = '{{ first.encoding }}',
+        quote = '"',
+        escape = '"',
+        filename = {{ "true" if with_filename else "false" }}
+    )
 {%- endmacro %}
