@@ -29,3 +29,18 @@
         else 'unknown'
     end
 {%- endmacro %}
+
+
+{#- Whether a staged record can be counted in a commune-year: it needs a year and a known
+    commune. The counts and the audit both use this one rule, so they reconcile. -#}
+{% macro deis_is_assignable(record_problem_column, year_column) -%}
+    ({{ year_column }} is not null
+        and coalesce({{ record_problem_column }}, '') not in ('year_unparseable', 'commune_missing', 'commune_unknown'))
+{%- endmacro %}
+
+
+{#- methods.md: a death with a blank or unknown age unit joins the explicit infant-age-unknown
+    bucket (default); var unknown_age_unit_policy: exclude leaves it out of the infant counts. -#}
+{% macro deis_unknown_unit_is_infant() -%}
+    {{ return(var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown') }}
+{%- endmacro %}

@@ -72,6 +72,8 @@
 {% macro deis_read_group(files, select_columns) -%}
     {%- set header_lines = 1 if files[0].header else 0 -%}
     {%- if files | length == 1 %}
+    {#- One file (the deaths file): number its rows directly; finding each file's first row
+        would cost a join over millions of rows for nothing. -#}
     select
         {{ deis_quote_literal(files[0].source_file) }} as source_file,
         row_number() over () + {{ header_lines }} as source_line,

@@ -1,10 +1,9 @@
 -- Microdata mode: one audit row per record with a problem (file and line), and totals per
 -- problem plus read/assigned totals, so that the counts reconcile with the input row counts.
+-- The descriptive text is built for problem records only; the totals are plain counts.
 {{ config(enabled = var('vital_source') == 'deis_microdata') }}
-{% set unassignable = "('year_unparseable', 'commune_missing', 'commune_unknown')" %}
-{% set unknown_unit_is_infant = var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown' %}
 
-with death_records as (
+with death_problems as (
     select
         'deis_deaths_microdata' as source,
         source_file,
@@ -18,9 +17,9 @@ with death_records as (
             || ' EDAD_CANT=' || coalesce(cast(age_amount as varchar), 'blank')
             || ' COMUNA=' || coalesce(commune_code, 'blank') as observed_value,
         case
-            when record_problem in {{ unassignable }}
+            when not {{ deis_is_assignable('record_problem', 'year_of_death') }}
                 then 'death not assigned to any commune-year: in no rate (see the total row)'
-            when record_problem = 'age_unit_unknown' and {{ unknown_unit_is_infant }}
+            when record_problem = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }}
                 then 'counted as an infant death of unknown age: in imr, in no component (methods.md)'
             when record_problem = 'age_unit_unknown'
                 then 'age unit unknown: not counted as an infant death (var unknown_age_unit_policy = exclude)'
@@ -30,13 +29,14 @@ with death_records as (
                 then 'age outside its unit''s range: classified by its value on the day scale, flagged'
             else 'counted by ANO_DEF and commune; the date itself is not used'
         end as consequence,
-        record_problem in {{ unassignable }}
+        not {{ deis_is_assignable('record_problem', 'year_of_death') }}
             or record_problem in ('age_unit_unknown', 'infant_age_month_zero', 'age_out_of_range')
             as affects_results
     from {{ ref('stg_deis__deaths') }}
+    where record_problem is not null
 ),
 
-birth_records as (
+birth_problems as (
     select
         'deis_births_microdata' as source,
         source_file,
@@ -49,18 +49,19 @@ birth_records as (
             || ' DIA_NAC=' || coalesce(cast(birth_day as varchar), '?')
             || ' COMUNA=' || coalesce(commune_code, 'blank') as observed_value,
         case
-            when record_problem in {{ unassignable }} or birth_year is null
+            when not {{ deis_is_assignable('record_problem', 'birth_year') }}
                 then 'birth not assigned to any commune-year: in no denominator (see the total row)'
             else 'counted by ANO_NAC and commune; the date itself is not used'
         end as consequence,
-        record_problem in {{ unassignable }} or birth_year is null as affects_results
+        not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results
     from {{ ref('stg_deis__births') }}
+    where record_problem is not null
 ),
 
-records as (
-    select * from death_records
+problems as (
+    select * from death_problems
     union all
-    select * from birth_records
+    select * from birth_problems
 ),
 
 problem_rows as (
@@ -69,8 +70,7 @@ problem_rows as (
         source_file || ':' || cast(source_line as varchar) as record_key,
         commune_code, year, cast(null as varchar) as indicator, record_problem as check_name, observed_value,
         cast(1 as bigint) as records_affected, consequence, affects_results
-    from records
-    where record_problem is not null
+    from problems
 ),
 
 problem_totals as (
@@ -82,31 +82,41 @@ problem_totals as (
         count(*) as records_affected,
         'total of the rows above for this check' as consequence,
         max(case when affects_results then 1 else 0 end) = 1 as affects_results
-    from records
-    where record_problem is not null
+    from problems
     group by source, record_problem
 ),
 
 -- records_read = records_assigned + the records of the unassignable checks.
+input_totals as (
+    select
+        'deis_deaths_microdata' as source,
+        count(*) as records_read,
+        sum(case when {{ deis_is_assignable('record_problem', 'year_of_death') }} then 1 else 0 end)
+            as records_assigned
+    from {{ ref('stg_deis__deaths') }}
+    union all
+    select
+        'deis_births_microdata',
+        count(*),
+        sum(case when {{ deis_is_assignable('record_problem', 'birth_year') }} then 1 else 0 end)
+    from {{ ref('stg_deis__births') }}
+),
+
 reconciliation as (
+    {% for check_name, description in [
+        ('records_read', 'every record of the input files'),
+        ('records_assigned', 'records counted in a commune-year (births in the denominator, deaths by age class)')] %}
     select
         source, cast(null as varchar), cast(null as bigint),
         'all records', cast(null as varchar), cast(null as integer), cast(null as varchar),
-        totals.check_name,
-        cast(totals.n as varchar) || ' records',
-        totals.n,
-        case totals.check_name
-            when 'records_read' then 'every record of the input files'
-            else 'records counted in a commune-year (births in the denominator, deaths by age class)'
-        end,
+        '{{ check_name }}',
+        cast({{ check_name }} as varchar) || ' records',
+        cast({{ check_name }} as bigint),
+        '{{ description }}',
         false
-    from (
-        select source, 'records_read' as check_name, count(*) as n from records group by source
-        union all
-        select source, 'records_assigned', count(*) from records
-        where coalesce(record_problem, '') not in {{ unassignable }} and year is not null
-        group by source
-    ) as totals
+    from input_totals
+    {% if not loop.last %}union all{% endif %}
+    {% endfor %}
 )
 
 select * from problem_rows

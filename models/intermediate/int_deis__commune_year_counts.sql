@@ -2,20 +2,18 @@
 -- counted in one pass over each staging table. Records without a usable year or a known
 -- commune cannot be assigned; they are left out here and totalled in audit_data_quality.
 {{ config(enabled = var('vital_source') == 'deis_microdata') }}
-{% set unknown_unit_is_infant = var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown' %}
 
 with assignable_deaths as (
     select
         commune_code,
         year_of_death as year,
-        -- methods.md: a death with a blank or unknown age unit is never read as years; by default
-        -- it joins the explicit infant-age-unknown bucket (var unknown_age_unit_policy: exclude).
+        -- A death with a blank or unknown age unit is never read as years (deis_columns.sql).
         case
-            when age_class = 'age_unit_unknown' and {{ unknown_unit_is_infant }} then 'infant_age_unknown'
+            when age_class = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }} then 'infant_age_unknown'
             else age_class
         end as age_class
     from {{ ref('stg_deis__deaths') }}
-    where coalesce(record_problem, '') not in ('year_unparseable', 'commune_missing', 'commune_unknown')
+    where {{ deis_is_assignable('record_problem', 'year_of_death') }}
 ),
 
 deaths as (
@@ -33,8 +31,7 @@ deaths as (
 births as (
     select commune_code, birth_year as year, count(*) as live_births
     from {{ ref('stg_deis__births') }}
-    where coalesce(record_problem, '') not in ('commune_missing', 'commune_unknown')
-        and birth_year is not null
+    where {{ deis_is_assignable('record_problem', 'birth_year') }}
     group by commune_code, birth_year
 ),
 

@@ -74,8 +74,17 @@ compared as (
         case when deaths > 0 and region_deaths > deaths
             then sqrt(1.0 / deaths - 1.0 / region_deaths) end as log_rate_ratio_se,
         rate_per_1000 / nullif(rest_rate_per_1000, 0) as rest_rate_ratio,
-        live_births * region_rate_per_1000 / 1000.0 as expected_deaths
+        live_births * region_rate_per_1000 / 1000.0 as expected_deaths,
+        live_births > 0 and rest_live_births > 0 as has_rest_of_region
     from rates
+),
+
+tested as (
+    select
+        *,
+        case when has_rest_of_region
+            then imr_rate_ratio_midp(deaths, live_births, rest_deaths, rest_live_births) end as p_value
+    from compared
 )
 
 select
@@ -108,30 +117,22 @@ select
     cast(rest_live_births as bigint) as rest_live_births,
     rest_rate_per_1000,
     rest_rate_ratio,
-    case when live_births > 0 and rest_live_births > 0
+    case when has_rest_of_region
         then imr_rate_ratio_lower(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
         as rest_rate_ratio_ci95_lower,
-    case when live_births > 0 and rest_live_births > 0
+    case when has_rest_of_region
         then imr_rate_ratio_upper(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
         as rest_rate_ratio_ci95_upper,
-    case when live_births > 0 and rest_live_births > 0
-        then imr_rate_ratio_midp(deaths, live_births, rest_deaths, rest_live_births) end as p_value,
+    p_value,
     case
-        when live_births > 0 and rest_live_births > 0
-            and imr_rate_ratio_midp(deaths, live_births, rest_deaths, rest_live_births) < {{ alpha }}
+        when p_value < {{ alpha }}
             then case when deaths * rest_live_births > rest_deaths * live_births then 'higher' else 'lower' end
-        when live_births > 0 and rest_live_births > 0 then 'similar'
+        when p_value is not null then 'similar'
     end as comparison,
-    case
-        when expected_deaths is null then null
-        when imr_poisson_lower(deaths, 0.998) > expected_deaths then 'above_99_8'
-        when imr_poisson_upper(deaths, 0.998) < expected_deaths then 'below_99_8'
-        when imr_poisson_lower(deaths, 0.95) > expected_deaths then 'above_95'
-        when imr_poisson_upper(deaths, 0.95) < expected_deaths then 'below_95'
-        else 'within'
-    end as funnel_category,
+    -- Exact Poisson control limits at 95% and 99.8% (python/infant_mortality/poisson.py).
+    imr_funnel_category(deaths, expected_deaths) as funnel_category,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end
         order by rate_per_1000 desc nulls last, commune_code
     ) as integer) as rank_in_region
-from compared
+from tested

@@ -18,7 +18,7 @@ def _as_float(column: pa.Array) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(float)
 
 
-def _arrow_udf(compute, n_inputs: int):
+def _arrow_udf(compute, n_inputs: int, returns: str):
     """Wrap a numpy function of n_inputs columns so that a NULL in any input gives NULL."""
 
     def udf(*columns):
@@ -28,6 +28,9 @@ def _arrow_udf(compute, n_inputs: int):
         for c in columns[:n_inputs]:
             missing |= c.is_null().to_numpy(zero_copy_only=False)
         safe = [np.where(missing, 1.0, a) for a in arrays]
+        if returns == "VARCHAR":
+            labels = np.asarray(compute(*safe, *extra), dtype=object)
+            return pa.array(labels, mask=missing, type=pa.string())
         result = np.asarray(compute(*safe, *extra), dtype=float)
         result = np.where(np.isfinite(result), result, np.nan)
         return pa.array(result, mask=missing | np.isnan(result), type=pa.float64())
@@ -39,24 +42,27 @@ def _arrow_udf(compute, n_inputs: int):
 
 
 FUNCTIONS = {
-    # name: (numpy function, number of count inputs, takes a level argument)
-    "imr_poisson_lower": (lambda d, level: poisson.poisson_ci(d, level)[0], 1, True),
-    "imr_poisson_upper": (lambda d, level: poisson.poisson_ci(d, level)[1], 1, True),
-    "imr_rate_ratio_lower": (lambda a, b, c, d, level: poisson.rate_ratio_exact_ci(a, b, c, d, level)[0], 4, True),
-    "imr_rate_ratio_upper": (lambda a, b, c, d, level: poisson.rate_ratio_exact_ci(a, b, c, d, level)[1], 4, True),
-    "imr_rate_ratio_midp": (poisson.rate_ratio_midp_p_value, 4, False),
+    # name: (numpy function, number of count inputs, takes a level argument, DuckDB return type)
+    "imr_poisson_lower": (lambda d, level: poisson.poisson_ci(d, level)[0], 1, True, "DOUBLE"),
+    "imr_poisson_upper": (lambda d, level: poisson.poisson_ci(d, level)[1], 1, True, "DOUBLE"),
+    "imr_rate_ratio_lower": (lambda a, b, c, d, level: poisson.rate_ratio_exact_ci(a, b, c, d, level)[0], 4, True,
+                             "DOUBLE"),
+    "imr_rate_ratio_upper": (lambda a, b, c, d, level: poisson.rate_ratio_exact_ci(a, b, c, d, level)[1], 4, True,
+                             "DOUBLE"),
+    "imr_rate_ratio_midp": (poisson.rate_ratio_midp_p_value, 4, False, "DOUBLE"),
+    "imr_funnel_category": (poisson.funnel_category, 2, False, "VARCHAR"),
 }
 
 
 def register_functions(conn) -> None:
     """Create the `imr_*` functions on a DuckDB connection (also used by tests)."""
-    for name, (compute, n_inputs, has_level) in FUNCTIONS.items():
+    for name, (compute, n_inputs, has_level, returns) in FUNCTIONS.items():
         params = ["DOUBLE"] * n_inputs + (["DOUBLE"] if has_level else [])
         conn.create_function(
             name,
-            _arrow_udf(compute, n_inputs)[len(params)],
+            _arrow_udf(compute, n_inputs, returns)[len(params)],
             params,
-            "DOUBLE",
+            returns,
             type="arrow",
             null_handling="special",
             side_effects=False,

@@ -6,22 +6,17 @@ dbt runs in the real project with its committed profile (which registers the plu
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import duckdb
 import pytest
-import yaml
 
+from conftest import REPO_ROOT, run_dbt
 from infant_mortality import deis_files
 from infant_mortality.generate_deis import Options, expected_calibrated_counts, generate
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "data" / "deis"
-DBT = Path(sys.executable).with_name("dbt")
+FIXTURES = REPO_ROOT / "tests" / "data" / "deis"
 
 # The hand-made headerless latin-1 deaths file, line by line (EDAD_TIPO;EDAD_CANT -> class):
 # 4;0 4;23 3;6 -> early_neonatal | 3;7 3;27 -> late_neonatal | 3;28 2;1 2;11 -> post_neonatal |
@@ -30,35 +25,21 @@ HEADERLESS_AGE_CLASSES = {"early_neonatal": 3, "late_neonatal": 2, "post_neonata
                           "infant_age_unknown": 2, "not_infant": 2, "age_unit_unknown": 1}
 
 
-@pytest.fixture(scope="session")
-def dbt_project() -> Path:
-    """The real project: the committed profile registers the DEIS reader's plugin."""
-    return ROOT
+STAGING = ["--select", "+stg_deis__deaths", "+stg_deis__births"]
 
 
-def dbt(project: Path, database: Path, command: str, dbt_vars: dict) -> subprocess.CompletedProcess:
-    args = [str(DBT), command, "--profiles-dir", "profiles", "--vars", yaml.safe_dump(dbt_vars)]
-    if command == "build":
-        args += ["--select", "+stg_deis__deaths", "+stg_deis__births"]
-    return subprocess.run(args, cwd=project, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "IMR_DUCKDB_PATH": str(database),
-                               "DBT_TARGET_PATH": str(database.parent / "dbt_target"),
-                               "DBT_LOG_PATH": str(database.parent / "dbt_logs")})
-
-
-def build(project: Path, tmp: Path, deaths: str, births: str, **extra) -> duckdb.DuckDBPyConnection:
+def build(tmp: Path, deaths: str, births: str, **extra) -> duckdb.DuckDBPyConnection:
     database = tmp / "warehouse.duckdb"  # not staging.duckdb: the catalog would shadow the schema
-    result = dbt(project, database, "build", {"vital_source": "deis_microdata", "deis_deaths_path": deaths,
-                                              "deis_births_path": births,
-                                              "deis_cache_dir": str(tmp / "cache"), **extra})
-    assert result.returncode == 0, result.stdout[-3000:]
+    run_dbt(["build", *STAGING], database, {"vital_source": "deis_microdata", "deis_deaths_path": deaths,
+                                            "deis_births_path": births, "deis_cache_dir": str(tmp / "cache"),
+                                            **extra})
     return duckdb.connect(str(database), read_only=True)
 
 
 @pytest.fixture(scope="module")
-def fixtures_built(dbt_project, tmp_path_factory):
+def fixtures_built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fixtures")
-    con = build(dbt_project, tmp, str(FIXTURES / "deaths_*.csv"), str(FIXTURES / "births_*.csv"))
+    con = build(tmp, str(FIXTURES / "deaths_*.csv"), str(FIXTURES / "births_*.csv"))
     yield con
     con.close()
 
@@ -119,13 +100,13 @@ def test_headerless_latin1_and_alternative_header_utf8_both_read(fixtures_built)
 
 
 @pytest.fixture(scope="module")
-def generated(dbt_project, tmp_path_factory):
+def generated(tmp_path_factory):
     """RM 2010-2019 with the bad records, deaths as a published ZIP with the alternative header."""
     tmp = tmp_path_factory.mktemp("generated")
     manifest = generate(Options(out_dir=tmp / "deis", regions=("13",), years=tuple(range(2010, 2020)),
                                 seed=11, zip_deaths=True, deaths_header="alternative",
                                 deaths_encoding="utf-8", inject_bad_records=True))
-    con = build(dbt_project, tmp, str(tmp / "deis" / manifest["deaths_file"]), str(tmp / "deis" / "nacimientos"))
+    con = build(tmp, str(tmp / "deis" / manifest["deaths_file"]), str(tmp / "deis" / "nacimientos"))
     yield con, manifest, tmp
     con.close()
 
@@ -172,7 +153,7 @@ def test_staged_rm_counts_equal_the_calibration(generated):
         select commune_code, year, births, coalesce(infant_deaths, 0)
         from births left join infant_deaths using (commune_code, year) order by all
     """)
-    expected = expected_calibrated_counts(ROOT).sort_values(["codigo_comuna", "anio"])
+    expected = expected_calibrated_counts(REPO_ROOT).sort_values(["codigo_comuna", "anio"])
     assert staged == list(expected[["codigo_comuna", "anio", "births", "infant_deaths"]].itertuples(index=False, name=None))
     shares = dict(rows(con, """
         select age_class, count(*) from staging.stg_deis__deaths
@@ -182,18 +163,18 @@ def test_staged_rm_counts_equal_the_calibration(generated):
     assert 0.60 <= neonatal / sum(shares.values()) <= 0.70
 
 
-def test_a_file_that_is_not_deis_stops_the_build(dbt_project, tmp_path):
+def test_a_file_that_is_not_deis_stops_the_build(tmp_path):
     malformed = FIXTURES / "malformed" / "deaths_by_commune_aggregated.csv"
-    result = dbt(dbt_project, tmp_path / "x.duckdb", "build",
-                 {"vital_source": "deis_microdata", "deis_deaths_path": str(malformed),
-                  "deis_births_path": str(FIXTURES / "births_headerless_latin1.csv")})
+    result = run_dbt(["build", *STAGING], tmp_path / "x.duckdb",
+                     {"vital_source": "deis_microdata", "deis_deaths_path": str(malformed),
+                      "deis_births_path": str(FIXTURES / "births_headerless_latin1.csv")}, check=False)
     assert result.returncode != 0
     assert f"{malformed}: line 1 has 5 column(s); expected a ';'-separated DEIS deaths file with 27 columns" \
         in result.stdout
 
 
-def test_the_default_build_reads_no_deis_file(dbt_project, tmp_path):
-    result = dbt(dbt_project, tmp_path / "x.duckdb", "ls", {})
+def test_the_default_build_reads_no_deis_file(tmp_path):
+    result = run_dbt(["ls"], tmp_path / "x.duckdb", check=False)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "stg_deis__" not in result.stdout
 

@@ -42,3 +42,11 @@ def test_udfs_work_on_many_rows_at_once(con):
     con.register("counts", {"d": deaths})
     got = np.array(con.execute("select imr_poisson_upper(d, 0.95) from counts order by d").fetchall())[:, 0]
     np.testing.assert_allclose(got, poisson.poisson_ci(deaths)[1], rtol=1e-12)
+
+
+def test_funnel_category_udf_is_the_python_rule(con):
+    rows = con.execute(
+        "select imr_funnel_category(o, e) from (values (151, 106.44297), (150, 119.56955), (8, 6.23986), "
+        "(159, 232.9329), (null, 3.0)) t(o, e)"
+    ).fetchall()
+    assert [r[0] for r in rows] == ["above_99_8", "above_95", "within", "below_99_8", None]
