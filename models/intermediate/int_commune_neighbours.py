@@ -1,4 +1,4 @@
-"""Queen contiguity of the commune polygons, with a snapping tolerance (docs/methods.md section 5).
+"""Queen contiguity of the commune polygons, with a snapping tolerance (docs/methods.md section 6).
 
 The rule lives in `infant_mortality.geo.queen_neighbours` (tested with pytest); this model passes
 the tolerance declared as var `neighbour_snap_tolerance_m` (through the YAML `config:`, since a

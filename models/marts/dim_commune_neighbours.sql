@@ -1,5 +1,5 @@
 -- Queen contiguity of the commune polygons, both directions of every pair (computed by
--- int_commune_neighbours; docs/methods.md section 5). Islands have no row.
+-- int_commune_neighbours; docs/methods.md section 6). Islands have no row.
 select
     cast(commune_code as varchar) as commune_code,
     cast(neighbour_code as varchar) as neighbour_code,

@@ -1,5 +1,5 @@
 -- Empirical Bayes smoothed commune rates per indicator and period (computed by
--- int_smoothed_rates; docs/methods.md section 5).
+-- int_smoothed_rates; docs/methods.md section 6).
 select
     cast(commune_code as varchar) as commune_code,
     cast(commune_name as varchar) as commune_name,

@@ -6,7 +6,7 @@ División Político-Administrativa 2023, simplified), which ships them as GeoPar
 ``CUT_REG``, ``COMUNA``; Antártica, 12202, is not in it). They are read with pyarrow and
 shapely, offline.
 
-Queen contiguity (docs/methods.md section 5): two communes are neighbours when their polygons
+Queen contiguity (docs/methods.md section 6): two communes are neighbours when their polygons
 touch or overlap, or when the gap between them is at most ``snap_tolerance_m`` metres AND that
 gap is empty, i.e. the shortest segment between the two polygons crosses no third commune. The
 polygons were simplified one by one (median vertex spacing 2.8 km), so communes that share a

@@ -1,4 +1,4 @@
-"""Empirical Bayes smoothing of commune rates (docs/methods.md section 5).
+"""Empirical Bayes smoothing of commune rates (docs/methods.md section 6).
 
 Rates are in deaths per live birth here; the mart reports them per 1000.
 

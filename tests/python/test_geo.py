@@ -71,7 +71,7 @@ def test_neighbours_are_symmetric_and_islands_have_none(neighbours, polygons):
 
 
 def test_tolerance_sits_between_land_gaps_and_the_narrowest_sea_channel(polygons):
-    """The justification of the 300 m tolerance (docs/methods.md section 5), measured again."""
+    """The justification of the 300 m tolerance (docs/methods.md section 6), measured again."""
     gaps = geo.polygon_gaps(polygons.codes, polygons.geometries, 1000)
     empty = gaps[(gaps["gap_m"] > 0) & (gaps["blocked_m"] == 0)].sort_values("gap_m")
     below, above = empty[empty["gap_m"] <= SNAP_M], empty[empty["gap_m"] > SNAP_M]
