@@ -73,7 +73,8 @@ def load_commune_polygons(path: Path | None = None) -> CommunePolygons:
     Raises ValueError naming the file and the row when a code is malformed or repeated, or a
     geometry is missing, empty, invalid or not a polygon.
     """
-    path = Path(path) if path is not None else dpa_path()
+    shipped = path is None
+    path = dpa_path() if shipped else Path(path)
     table = pq.read_table(path, columns=[*_COLUMNS, "geometry"])
     attributes = table.drop(["geometry"]).to_pandas().rename(columns=_COLUMNS)[list(_COLUMNS.values())]
     wkb = table["geometry"].to_pylist()
@@ -98,11 +99,8 @@ def load_commune_polygons(path: Path | None = None) -> CommunePolygons:
             problems.append(f"row {row} (commune {code}): invalid polygon ({shapely.is_valid_reason(geometry)})")
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems))
-    try:
-        package = f"{GEOMETRY_PACKAGE} {version(GEOMETRY_PACKAGE)}"
-    except Exception:  # noqa: BLE001 - a file given by path need not come from the package
-        package = "file"
-    return CommunePolygons(attributes=attributes, geometries=geometries, source=f"{path.name} ({package})")
+    origin = f"{GEOMETRY_PACKAGE} {version(GEOMETRY_PACKAGE)}" if shipped else str(path.parent)
+    return CommunePolygons(attributes=attributes, geometries=geometries, source=f"{path.name} ({origin})")
 
 
 def to_metres(geometries: np.ndarray) -> np.ndarray:
