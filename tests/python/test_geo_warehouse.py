@@ -68,3 +68,20 @@ def test_smoothed_rates_follow_the_formulas_on_the_pooled_counts(bundled_warehou
     expected = bl + al / (al + bl / n[i]) * (d[i] / n[i] - bl)
     assert eb_local[i] == pytest.approx(1000 * expected, rel=1e-10)
     assert members.sum() == 10  # Santiago and 9 neighbours
+
+
+def test_smoothed_rates_have_exactly_the_rows_and_counts_of_the_comparison(bundled_warehouse):
+    # A pytest check rather than a dbt singular test: a singular test on both marts would be
+    # selected (eager indirect selection) by `dbt build --select +fct_commune_vs_region` too.
+    mismatches = query(bundled_warehouse, """
+        select coalesce(smoothed.commune_code, compared.commune_code), smoothed.deaths, compared.deaths
+        from marts.fct_smoothed_rates as smoothed
+        full outer join marts.fct_commune_vs_region as compared
+            using (commune_code, indicator, period_start, period_end)
+        where smoothed.commune_code is null or compared.commune_code is null
+            or smoothed.deaths is distinct from compared.deaths
+            or smoothed.live_births is distinct from compared.live_births
+            or smoothed.region_code is distinct from compared.region_code
+            or abs(smoothed.crude_rate_per_1000 - compared.rate_per_1000) > 1e-9""")
+    assert mismatches == []
+    assert query(bundled_warehouse, "select count(*) from marts.fct_smoothed_rates")[0][0] == 156
