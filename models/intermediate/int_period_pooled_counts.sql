@@ -27,7 +27,6 @@ area_years as (
 commune_region_years as (
     select
         commune.area_code as commune_code,
-        commune.region_code,
         commune.indicator,
         commune.year,
         commune.is_available and coalesce(region.is_available, false) as is_pooled
@@ -40,23 +39,28 @@ commune_region_years as (
     where commune.area_level = 'commune'
 ),
 
--- The commune's own rows, and its region's rows, each flagged with the commune's pooled years.
-commune_years as (
-    select 'commune_years' as pool, pooling.commune_code as pool_key, commune.*, pooling.is_pooled
-    from commune_region_years as pooling
-    inner join yearly as commune
-        on commune.area_level = 'commune'
-        and commune.area_code = pooling.commune_code
-        and commune.indicator = pooling.indicator
-        and commune.year = pooling.year
+-- The areas a commune's pool sums: the commune itself and its region.
+commune_pool_members as (
+    select distinct area_code as commune_code, 'commune' as member_level, area_code as member_code
+    from yearly
+    where area_level = 'commune'
     union all
-    select 'commune_years' as pool, pooling.commune_code as pool_key, region.*, pooling.is_pooled
+    select distinct area_code, 'region', region_code
+    from yearly
+    where area_level = 'commune'
+),
+
+-- Their yearly rows, each flagged with the commune's pooled years.
+commune_years as (
+    select 'commune_years' as pool, pooling.commune_code as pool_key, yearly.*, pooling.is_pooled
     from commune_region_years as pooling
-    inner join yearly as region
-        on region.area_level = 'region'
-        and region.area_code = pooling.region_code
-        and region.indicator = pooling.indicator
-        and region.year = pooling.year
+    inner join commune_pool_members as members
+        on pooling.commune_code = members.commune_code
+    inner join yearly
+        on yearly.area_level = members.member_level
+        and yearly.area_code = members.member_code
+        and yearly.indicator = pooling.indicator
+        and yearly.year = pooling.year
 ),
 
 pool_years as (

@@ -352,34 +352,23 @@ def fit_series_trends(
     return out
 
 
-def fit_trends(
-    rates: pd.DataFrame,
-    periods: pd.DataFrame,
-    *,
-    min_years: int = 5,
-    zero_rate_policy: str = "drop",
-    ci_level: float = 0.95,
-    ci_critical: str = "t",
-    p_threshold: float = 0.05,
-    method: str = "prais",
-    **fitter_options,
-) -> pd.DataFrame:
+def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, **settings) -> pd.DataFrame:
     """The ``fct_trends`` rows: one per (area_level, area_code, indicator, period_start, period_end).
 
     ``rates``: area_level, area_code, area_name, region_code, year, indicator, deaths,
     live_births, rate_per_1000 (NULL when unavailable; optional ``unavailable_reason``).
     ``periods``: period_start, period_end (other columns ignored; duplicates dropped).
-    Every series present in ``rates`` gets a row for every period. Options as
-    :func:`fit_series_trends`; for Prais-Winsten ``rhotype``, ``twostep``, ``tol``,
-    ``max_iter``, ``gaps`` as :func:`infant_mortality.prais_winsten.prais_winsten`.
+    Every series present in ``rates`` gets a row for every period. ``settings`` as
+    :func:`fit_series_trends` (``min_years``, ``zero_rate_policy``, ``ci_level``,
+    ``ci_critical``, ``p_threshold``, ``method`` and the fitter's options; for Prais-Winsten
+    ``rhotype``, ``twostep``, ``tol``, ``max_iter``, ``gaps`` as
+    :func:`infant_mortality.prais_winsten.prais_winsten`).
     """
     missing = [c for c in RATE_COLUMNS if c not in rates.columns]
     if missing:
         raise ValueError(f"rates is missing columns {missing}")
-    out = fit_series_trends(
-        rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
-        min_years=min_years, zero_rate_policy=zero_rate_policy, ci_level=ci_level,
-        ci_critical=ci_critical, p_threshold=p_threshold, method=method, **fitter_options)
+    out = fit_series_trends(rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
+                            **settings)
     attrs = dict(out.attrs)
     out = out.sort_values(["area_level", "area_code", "indicator", *PERIOD_COLUMNS], ignore_index=True)
     out = out[OUTPUT_COLUMNS].astype(OUTPUT_DTYPES)
