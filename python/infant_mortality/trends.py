@@ -126,6 +126,116 @@ def _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, 
         raise ValueError(f"min_years must be an integer >= {floor} for {fitter.label}, got {min_years!r}")
 
 
+def _typed_rows(rows, keys, year, rate, deaths, live_births, reason) -> pd.DataFrame:
+    """The input rows with fixed column names and types, checked: keys, year, deaths,
+    live_births, rate, reason (optional columns all-NULL when absent)."""
+
+    def optional(name, dtype):
+        if name is not None and name in rows.columns:
+            return rows[name].astype(dtype) if dtype == "string" else pd.to_numeric(rows[name]).astype(dtype)
+        return pd.Series(pd.NA, index=rows.index, dtype=dtype)
+
+    r = pd.DataFrame({k: rows[k].astype("string") for k in keys})
+    r["year"] = pd.to_numeric(rows[year]).astype("Int64")
+    r["deaths"] = optional(deaths, "Float64")
+    r["live_births"] = optional(live_births, "Float64")
+    r["rate"] = pd.to_numeric(rows[rate]).astype("Float64")
+    r["reason"] = optional(reason, "string")
+    if r[[*keys, "year"]].isna().any().any():
+        raise ValueError(f"rows has NULL {', '.join(keys)} or {year}")
+    if (r["rate"] < 0).any():
+        raise ValueError(f"rows has a negative {rate}")
+    if r.duplicated([*keys, "year"]).any():
+        raise ValueError(f"rows has more than one row per ({', '.join(keys)}, {year})")
+    return r
+
+
+def _series_grid(r, rows, keys, periods, attributes) -> pd.DataFrame:
+    """One row per series and period window (``sid`` numbers them), with the attributes."""
+    series = r[keys].drop_duplicates().sort_values(keys, ignore_index=True)
+    if periods is not None:
+        p = (pd.DataFrame({
+            "period_start": pd.to_numeric(periods["period_start"]).astype("Int64"),
+            "period_end": pd.to_numeric(periods["period_end"]).astype("Int64"),
+        }).dropna().drop_duplicates().sort_values(PERIOD_COLUMNS, ignore_index=True))
+        if (p["period_end"] < p["period_start"]).any():
+            raise ValueError("periods has period_end < period_start")
+        grid = series.merge(p, how="cross")
+    else:
+        span = r.groupby(keys, as_index=False).agg(period_start=("year", "min"), period_end=("year", "max"))
+        grid = series.merge(span, on=keys)
+    if attributes:
+        attrs = (rows[attributes].astype("string").assign(**{k: r[k] for k in keys})
+                 .sort_values(keys).groupby(keys, as_index=False, sort=False).first())
+        grid = grid.merge(attrs, on=keys, how="left")
+    grid = grid.reset_index(drop=True)
+    grid["sid"] = np.arange(len(grid))
+    return grid
+
+
+def _window_years(r, grid, keys, zero_rate_policy) -> pd.DataFrame:
+    """Each rate row in each window that contains it, flagged: ``unavailable`` (NULL rate),
+    ``zero`` (rate 0), ``half`` (zero deaths fitted at 0.5 death), ``used`` (fitted, with
+    ``y`` = log10 of the rate fitted)."""
+    w = r.merge(grid[[*keys, *PERIOD_COLUMNS, "sid"]], on=keys)
+    w = w[(w["year"] >= w["period_start"]) & (w["year"] <= w["period_end"])].reset_index(drop=True)
+    rate = w["rate"].to_numpy(dtype=float, na_value=np.nan)
+    deaths = w["deaths"].to_numpy(dtype=float, na_value=np.nan)
+    births = w["live_births"].to_numpy(dtype=float, na_value=np.nan)
+    unavailable = np.isnan(rate)
+    zero = ~unavailable & (rate == 0)
+    y_rate = np.where(unavailable | zero, np.nan, rate)
+    half = np.zeros(len(w), dtype=bool)
+    if zero_rate_policy == "add_half_death":
+        half = zero & (births > 0) & ~(deaths > 0)
+        y_rate = np.where(half, 0.5 / np.where(half, births, 1.0) * 1000.0, y_rate)
+    used = np.isfinite(y_rate) & (y_rate > 0)
+    return w.assign(unavailable=unavailable, zero=zero, half=half, used=used,
+                    y=np.log10(np.where(used, y_rate, 1.0)))
+
+
+def _data_notes(grid, w, zero_rate_policy) -> list[list[str]]:
+    """Per window: the sentences about its data (years absent, unavailable, zero, fitted at
+    0.5 death), in that order."""
+    sid, yrs = w["sid"].to_numpy(), w["year"].to_numpy(dtype=int)
+
+    def years_by_window(flag):
+        groups = {}
+        for s, y in zip(sid[flag].tolist(), yrs[flag].tolist()):
+            groups.setdefault(s, []).append(y)
+        return groups
+
+    unavailable = w["unavailable"].to_numpy()
+    absent_rows = years_by_window(np.ones(len(w), dtype=bool))
+    null_years = years_by_window(unavailable)
+    zero_years = years_by_window(w["zero"].to_numpy() & ~w["half"].to_numpy())
+    half_years = years_by_window(w["half"].to_numpy())
+    reasons = {}
+    for s, text in zip(sid[unavailable].tolist(), w["reason"][unavailable].tolist()):
+        if not pd.isna(text):
+            reasons.setdefault(s, set()).add(str(text))
+    zero_note = ("log10 undefined, left out of the fit" if zero_rate_policy == "drop"
+                 else "no births to add 0.5 death to, left out of the fit")
+    notes = []
+    for s, start, end in zip(grid["sid"].tolist(), grid["period_start"].tolist(), grid["period_end"].tolist()):
+        note = []
+        absent = set(range(start, end + 1)) - set(absent_rows.get(s, []))
+        if absent:
+            note.append(f"no data for {_year_list(absent)}")
+        if s in null_years:
+            text = f"rate unavailable (NULL) for {_year_list(null_years[s])}"
+            if s in reasons:
+                text += f" ({', '.join(sorted(reasons[s]))})"
+            note.append(text)
+        if s in zero_years:
+            note.append(f"zero rate in {_year_list(zero_years[s])} ({zero_note})")
+        if s in half_years:
+            note.append(f"zero deaths in {_year_list(half_years[s])}: fitted at 0.5 death "
+                        "(zero_rate_policy add_half_death)")
+        notes.append(note)
+    return notes
+
+
 def fit_series_trends(
     rows: pd.DataFrame,
     keys: list[str],
@@ -175,74 +285,24 @@ def fit_series_trends(
             raise ValueError(f"periods is missing columns {missing}")
     t_start = time.perf_counter()
     rows = rows.reset_index(drop=True)
-
-    def optional(name, dtype):
-        if name is not None and name in rows.columns:
-            return pd.to_numeric(rows[name]).astype(dtype)
-        return pd.Series(pd.NA, index=rows.index, dtype=dtype)
-
-    r = pd.DataFrame({k: rows[k].astype("string") for k in keys})
-    r["year"] = pd.to_numeric(rows[year]).astype("Int64")
-    r["deaths"] = optional(deaths, "Float64")
-    r["live_births"] = optional(live_births, "Float64")
-    r["rate"] = pd.to_numeric(rows[rate]).astype("Float64")
-    if r[[*keys, "year"]].isna().any().any():
-        raise ValueError(f"rows has NULL {', '.join(keys)} or {year}")
-    if (r["rate"] < 0).any():
-        raise ValueError(f"rows has a negative {rate}")
-    if r.duplicated([*keys, "year"]).any():
-        raise ValueError(f"rows has more than one row per ({', '.join(keys)}, {year})")
-
-    series = r[keys].drop_duplicates().sort_values(keys, ignore_index=True)
-    if periods is not None:
-        p = (pd.DataFrame({
-            "period_start": pd.to_numeric(periods["period_start"]).astype("Int64"),
-            "period_end": pd.to_numeric(periods["period_end"]).astype("Int64"),
-        }).dropna().drop_duplicates().sort_values(PERIOD_COLUMNS, ignore_index=True))
-        if (p["period_end"] < p["period_start"]).any():
-            raise ValueError("periods has period_end < period_start")
-        grid = series.merge(p, how="cross")
-    else:
-        span = r.groupby(keys, as_index=False).agg(period_start=("year", "min"), period_end=("year", "max"))
-        grid = series.merge(span, on=keys)
-    if attributes:
-        attrs = (rows[attributes].astype("string").assign(**{k: r[k] for k in keys})
-                 .sort_values(keys).groupby(keys, as_index=False, sort=False).first())
-        grid = grid.merge(attrs, on=keys, how="left")
-    grid = grid.reset_index(drop=True)
+    r = _typed_rows(rows, keys, year, rate, deaths, live_births, reason)
+    grid = _series_grid(r, rows, keys, periods, attributes)
     out_columns = [*keys, *attributes, *PERIOD_COLUMNS, *STAT_DTYPES]
     if grid.empty:
         out = pd.DataFrame({c: pd.Series([], dtype=STAT_DTYPES.get(c, "string")) for c in out_columns})
         out[PERIOD_COLUMNS] = out[PERIOD_COLUMNS].astype("Int64")
         out.attrs.update(fit_seconds=0.0, n_series=0, n_fitted=0, method_label=fitter.label)
         return out
-    grid["sid"] = np.arange(len(grid))
-
-    # Each rate row in each period window that contains it.
-    rows_in = r.merge(grid[[*keys, *PERIOD_COLUMNS, "sid"]], on=keys)
-    rows_in = rows_in[(rows_in["year"] >= rows_in["period_start"]) & (rows_in["year"] <= rows_in["period_end"])]
-    rate_v = rows_in["rate"].to_numpy(dtype=float, na_value=np.nan)
-    deaths_v = rows_in["deaths"].to_numpy(dtype=float, na_value=np.nan)
-    births_v = rows_in["live_births"].to_numpy(dtype=float, na_value=np.nan)
-    unavailable = np.isnan(rate_v)
-    zero = ~unavailable & (rate_v == 0)
-    y_rate = np.where(unavailable | zero, np.nan, rate_v)
-    half = np.zeros(len(rows_in), dtype=bool)
-    if zero_rate_policy == "add_half_death":
-        half = zero & (births_v > 0) & ~(deaths_v > 0)
-        y_rate = np.where(half, 0.5 / np.where(half, births_v, 1.0) * 1000.0, y_rate)
-    used = np.isfinite(y_rate) & (y_rate > 0)
-    y_log = np.log10(np.where(used, y_rate, 1.0))
-
-    sid_all = rows_in["sid"].to_numpy()
-    yrs = rows_in["year"].to_numpy(dtype=int)
+    w = _window_years(r, grid, keys, zero_rate_policy)
+    sid_all, used = w["sid"].to_numpy(), w["used"].to_numpy()
     n_sid = len(grid)
     n_used = np.bincount(sid_all[used], minlength=n_sid)
-    n_zero = np.bincount(sid_all[zero], minlength=n_sid)
+    n_zero = np.bincount(sid_all[w["zero"].to_numpy()], minlength=n_sid)
 
-    # The fitter sees the series with enough usable years.
+    # The fitter sees the windows with enough usable years.
     fit_mask = used & (n_used[sid_all] >= min_years)
-    fit = fitter.fit(y_log[fit_mask], yrs[fit_mask].astype(float), sid_all[fit_mask])
+    fit = fitter.fit(w["y"].to_numpy()[fit_mask], w["year"].to_numpy(dtype=float)[fit_mask],
+                     sid_all[fit_mask])
     idx = np.asarray(fit.series).astype(int)
 
     def full(values, fill=np.nan):
@@ -253,7 +313,6 @@ def fit_series_trends(
     slope, intercept, se = full(fit.slope), full(fit.intercept), full(fit.slope_se)
     t_stat, p_value, df = full(fit.t_stat), full(fit.p_value), full(fit.df_resid)
     estimable = full(fit.estimable, fill=0.0) > 0
-    fitter_notes = dict(zip(idx.tolist(), fit.notes))
 
     alpha = 1.0 - ci_level
     with np.errstate(invalid="ignore", over="ignore"):
@@ -269,52 +328,14 @@ def fit_series_trends(
                      np.where(significant & (slope < 0), "decreasing", "stationary"))
     trend = np.where(estimable, trend, "not_estimable")
 
-    # Notes: one sentence per issue, joined with '; ' (the data first, then the fit).
-    def years_by_series(flag):
-        groups = {}
-        for s, y in zip(sid_all[flag].tolist(), yrs[flag].tolist()):
-            groups.setdefault(s, []).append(y)
-        return groups
-
-    present = {label: years_by_series(flag) for flag, label in
-               ((unavailable, "unavailable"), (zero & ~half, "zero"), (half, "half"))}
-    reasons = {}
-    if reason is not None and reason in rows.columns:
-        reason_frame = r[[*keys, "year"]].assign(reason=rows[reason].astype("string").to_numpy())
-        rr = rows_in[["sid", *keys, "year"]].merge(reason_frame, on=[*keys, "year"], how="left")
-        rr = rr[unavailable & rr["reason"].notna().to_numpy()]
-        for s, text in zip(rr["sid"].tolist(), rr["reason"].tolist()):
-            reasons.setdefault(s, set()).add(str(text))
-    covered = np.bincount(sid_all, minlength=n_sid)
-    g_start = grid["period_start"].to_numpy(dtype=int)
-    g_end = grid["period_end"].to_numpy(dtype=int)
-    short = (covered < g_end - g_start + 1)[sid_all]
-    seen = {}
-    for s, y in zip(sid_all[short].tolist(), yrs[short].tolist()):
-        seen.setdefault(s, set()).add(y)
-    zero_note = ("log10 undefined, left out of the fit" if zero_rate_policy == "drop"
-                 else "no births to add 0.5 death to, left out of the fit")
-    notes = []
-    for s in range(n_sid):
-        note = []
-        if covered[s] < g_end[s] - g_start[s] + 1:
-            absent = set(range(g_start[s], g_end[s] + 1)) - seen.get(s, set())
-            note.append(f"no data for {_year_list(absent)}")
-        if s in present["unavailable"]:
-            text = f"rate unavailable (NULL) for {_year_list(present['unavailable'][s])}"
-            if s in reasons:
-                text += f" ({', '.join(sorted(reasons[s]))})"
-            note.append(text)
-        if s in present["zero"]:
-            note.append(f"zero rate in {_year_list(present['zero'][s])} ({zero_note})")
-        if s in present["half"]:
-            note.append(f"zero deaths in {_year_list(present['half'][s])}: fitted at 0.5 death "
-                        "(zero_rate_policy add_half_death)")
+    # Notes: the data first, then why it is not estimable / what the fitter says; joined with '; '.
+    notes = _data_notes(grid, w, zero_rate_policy)
+    fitter_notes = dict(zip(idx.tolist(), fit.notes))
+    for s, note in enumerate(notes):
         if n_used[s] < min_years:
             note.append(f"not estimable: {n_used[s]} usable years, fewer than min_years = {min_years}")
         else:
             note.extend(fitter_notes.get(s, []))
-        notes.append("; ".join(note) if note else None)
 
     def stat(values, dtype):
         v = np.where(estimable, np.asarray(values, dtype=float), np.nan)
@@ -328,7 +349,7 @@ def fit_series_trends(
     out["period_start"] = grid["period_start"].astype("Int64")
     out["period_end"] = grid["period_end"].astype("Int64")
     stats_frame = pd.DataFrame({
-        "n_years": pd.Series(g_end - g_start + 1, dtype="Int64"),
+        "n_years": pd.Series((grid["period_end"] - grid["period_start"] + 1).to_numpy(dtype=int), dtype="Int64"),
         "n_years_used": pd.Series(n_used, dtype="Int64"),
         "n_zero_years": pd.Series(n_zero, dtype="Int64"),
         "slope_log10": stat(slope, "Float64"),
@@ -341,7 +362,7 @@ def fit_series_trends(
         "apc_ci95_lower": stat(lower, "Float64"),
         "apc_ci95_upper": stat(upper, "Float64"),
         "trend": pd.Series(trend, dtype="string"),
-        "note": pd.Series(notes, dtype="string"),
+        "note": pd.Series(["; ".join(n) if n else None for n in notes], dtype="string"),
     })
     out = pd.concat([out, stats_frame], axis=1)[out_columns].astype(STAT_DTYPES)
     total_seconds = time.perf_counter() - t_start
