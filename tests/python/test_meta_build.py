@@ -86,3 +86,26 @@ def test_the_report_labels_agree_with_the_seed():
         row = seed[code]
         assert (abbr_es, name_en, abbr_en, ages_en) == (
             row["abbreviation_es"], row["name_en"], row["abbreviation_en"], row["ages_en"]), code
+
+
+def test_git_commit_is_null_with_a_note_outside_a_git_checkout(tmp_path, monkeypatch):
+    # The Python model int_build_git run as dbt runs it, from a folder that is not a checkout.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "int_build_git", REPO_ROOT / "models" / "intermediate" / "int_build_git.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Dbt:
+        def config(self, **_):
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    frame = module.model(Dbt(), None)
+    assert len(frame) == 1 and frame["git_commit"].isna().all()
+    assert "not a git checkout" in frame["git_note"][0]
+    monkeypatch.chdir(REPO_ROOT)
+    inside = module.model(Dbt(), None)
+    assert re.fullmatch(r"[0-9a-f]{40}", inside["git_commit"][0])
