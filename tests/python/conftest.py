@@ -46,3 +46,13 @@ def bundled_warehouse(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("bundled") / "infant_mortality.duckdb"
     run_dbt(["build"], path)
     return path
+
+
+@pytest.fixture(scope="session")
+def ols_trends_warehouse(tmp_path_factory) -> Path:
+    """The trend mart and meta_build (and what they need) with vars passed on the command line:
+    the OLS fitter, and a non-default declared var."""
+    path = tmp_path_factory.mktemp("ols_trends") / "infant_mortality.duckdb"
+    run_dbt(["build", "--select", "+fct_trends", "+meta_build"], path,
+            {"trend_method": "ols", "unreliable_below_deaths": 25})
+    return path
