@@ -349,22 +349,28 @@ def quintile_rates(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd
 def inequality_measures(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd.DataFrame:
     """Long frame: one row per group and measure (:data:`MEASURES`) with estimate, interval,
     counts of the communes ranked and left out, and a note."""
+    reason = membership["exclusion_reason"].astype(object).fillna("").to_numpy(dtype=str)
+    deaths = pd.to_numeric(membership["deaths"]).to_numpy(dtype=float, na_value=np.nan)
+    births = pd.to_numeric(membership["live_births"]).to_numpy(dtype=float, na_value=np.nan)
+    ridit = pd.to_numeric(membership["ridit"]).to_numpy(dtype=float, na_value=np.nan)
+    quintile = pd.to_numeric(membership["quintile"]).to_numpy(dtype=float, na_value=np.nan)
     rows = []
-    for key, g in _groups(membership, keys):
-        ranked = g[g["exclusion_reason"].isna()]
+    # Positional indices per group: numpy slices instead of a pandas frame per group.
+    for key, idx in _groups(membership, keys).indices.items():
+        key = key if isinstance(key, tuple) else (key,)
+        r = idx[reason[idx] == ""]
         base = dict(zip(keys, key))
         base.update(
-            n_communes=len(ranked),
-            n_communes_without_value=int((g["exclusion_reason"] == "no_value").sum()),
-            n_communes_without_births=int((g["exclusion_reason"] == "no_live_births").sum()),
-            deaths=int(ranked["deaths"].sum()),
-            live_births=int(ranked["live_births"].sum()),
+            n_communes=len(r),
+            n_communes_without_value=int(np.sum(reason[idx] == "no_value")),
+            n_communes_without_births=int(np.sum(reason[idx] == "no_live_births")),
+            deaths=int(deaths[r].sum()),
+            live_births=int(births[r].sum()),
         )
-        if len(ranked) == 0:
+        if len(r) == 0:
             measures = {m: _na("no commune with both live births and a value") for m in MEASURES}
         else:
-            measures, _ = group_measures(ranked["deaths"], ranked["live_births"],
-                                         ranked["ridit"], ranked["quintile"])
+            measures, _ = group_measures(deaths[r], births[r], ridit[r], quintile[r])
         for m in MEASURES:
             e = measures[m]
             rows.append({**base, "measure": m, "estimate": e.estimate, "ci95_lower": e.lower,
