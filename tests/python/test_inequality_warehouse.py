@@ -213,11 +213,13 @@ def test_communes_without_a_value_are_counted_and_audited(national):
             assert row == [(len(set(communes)) - expect_without - expect_no_births, expect_without, expect_no_births)]
         assert (DROPPED in without) == (stratifier == "income_poverty_2022")
         assert (UNPARSEABLE in without) == (stratifier == "multidimensional_poverty_2022")
-    audit = query(path, "select check_name, commune_code, source_line is not null from marts.audit_data_quality "
+    with open(poverty, encoding="utf-8", newline="") as handle:
+        bad_line = next(i for i, row in enumerate(csv.reader(handle), start=1) if row[5] == "n/d")
+    audit = query(path, "select check_name, commune_code, source_file, source_line from marts.audit_data_quality "
                         "where source = 'covariates' and check_name <> 'stratifier_not_available_for_region'")
-    assert ("covariate_value_not_numeric", UNPARSEABLE, True) in audit
-    assert ("covariate_value_missing", DROPPED, False) in audit
-    assert ("covariate_value_missing", UNPARSEABLE, False) in audit
+    assert ("covariate_value_not_numeric", UNPARSEABLE, "poverty_2022_communes.csv", bad_line) in audit
+    assert ("covariate_value_missing", DROPPED, None, None) in audit
+    assert ("covariate_value_missing", UNPARSEABLE, None, None) in audit
 
 
 def test_country_ranks_every_commune_of_the_three_regions(national):
