@@ -65,7 +65,7 @@ def test_quintiles_reconcile_with_the_region_and_the_measures(bundled_warehouse)
     quintiles = query(bundled_warehouse, "select quintile, deaths, live_births, rate_per_1000 from marts.fct_rates_by_quintile "
                                          f"where area_code = '13' and {MEASURE_KEYS} order by quintile")
     region = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_commune_vs_region "
-                                      "where indicator = 'imr' and period_label = '2010-2019'")[0]
+                                      "where region_code = '13' and indicator = 'imr' and period_label = '2010-2019'")[0]
     assert [q for q, *_ in quintiles] == [1, 2, 3, 4, 5]
     assert (sum(d for _, d, _, _ in quintiles), sum(n for _, _, n, _ in quintiles)) == region
     measures = dict(query(bundled_warehouse, "select measure, estimate from marts.fct_inequality "
@@ -112,7 +112,7 @@ def test_single_years_come_from_the_yearly_rates(bundled_warehouse):
 
 def test_rii_trend_rows_for_every_stratifier_and_period(bundled_warehouse):
     rows = query(bundled_warehouse, "select stratifier, period_label, n_years_used, trend, gap_change "
-                                    "from marts.fct_inequality_trends where indicator = 'imr'")
+                                    "from marts.fct_inequality_trends where area_code = '13' and indicator = 'imr'")
     assert len(rows) == 4 * 3
     full = [r for r in rows if r[1] == "2010-2019"]
     assert all(n == 10 and trend != "not_estimable" for _, _, n, trend, _ in full)
@@ -122,18 +122,30 @@ def test_benchmark_is_the_lowest_rate_with_twenty_deaths(bundled_warehouse):
     rows = query(bundled_warehouse, """
         with eligible as (
             select indicator, period_start, period_end, commune_code,
-                   row_number() over (partition by indicator, period_start, period_end
+                   region_code,
+                   row_number() over (partition by region_code, indicator, period_start, period_end
                                       order by rate_per_1000, commune_code) as k
             from marts.fct_commune_vs_region where deaths >= 20)
         select distinct b.benchmark_communes, e.commune_code, b.benchmark_rule
         from marts.fct_commune_vs_benchmark as b
-        join eligible as e using (indicator, period_start, period_end)
+        join eligible as e using (region_code, indicator, period_start, period_end)
         where e.k = 1""")
     assert rows and all(bench == code and rule == "lowest_rate_in_region" for bench, code, rule in rows)
 
 
-def test_no_covariate_problem_in_the_bundled_data(bundled_warehouse):
-    assert query(bundled_warehouse, "select count(*) from marts.audit_data_quality where source = 'covariates'") == [(0,)]
+def test_covariate_audit_matches_the_regions_in_the_build(bundled_warehouse):
+    # The RM has every value; each other region present lacks the two RM-only stratifiers, and
+    # Antartica (12202) is the one commune without a 2022 value.
+    regions = {r for (r,) in query(bundled_warehouse, "select distinct region_code from marts.fct_commune_vs_region")}
+    communes = {c for (c,) in query(bundled_warehouse, "select distinct commune_code from marts.fct_commune_vs_region")}
+    expected = sorted(
+        [("stratifier_not_available_for_region", f"stratifier={s} region={r}")
+         for s in ("income_poverty_2013", "social_priority_index_2019") for r in regions - {"13"}]
+        + [("covariate_value_missing", f"stratifier={s} commune=12202")
+           for s in ("income_poverty_2022", "multidimensional_poverty_2022") if "12202" in communes])
+    audit = query(bundled_warehouse, "select check_name, record_key from marts.audit_data_quality "
+                                     "where source = 'covariates' order by 1, 2")
+    assert audit == sorted(expected)
 
 
 # --------------------------------------------------------------------------------------------
