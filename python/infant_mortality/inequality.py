@@ -29,6 +29,7 @@ apply the per-group functions to long frames; the dbt Python models only call th
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from dataclasses import dataclass
@@ -321,7 +322,8 @@ def _groups(frame: pd.DataFrame, keys: list[str]):
 def quintile_rates(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd.DataFrame:
     """Pooled deaths, births and rate (exact Poisson 95% limits) of each quintile of each group.
 
-    Every group gets five rows; a quintile without communes has n_communes = 0 and null rate.
+    Every group with a ranked commune gets five rows; a quintile without communes has
+    n_communes = 0 and null rate.
     """
     ranked = membership[membership["exclusion_reason"].isna()]
     groups = ranked[keys].drop_duplicates()
@@ -402,7 +404,6 @@ def parse_benchmark_vars(min_deaths, communes) -> tuple[int, list[str]]:
     if isinstance(min_deaths, bool) or not text.isdigit() or int(text) < 1:
         raise ValueError(f"dbt var benchmark_min_deaths must be a whole number >= 1, got {min_deaths!r}")
     if isinstance(communes, str):
-        import json
         try:
             communes = json.loads(communes) if communes.strip() else []
         except json.JSONDecodeError as exc:
