@@ -20,8 +20,9 @@ deaths d_i, live births n_i and stratifier value v_i (higher = more deprived):
 * :func:`benchmark_comparisons` -- each commune against the lowest-rate commune of its region
   with at least ``min_deaths`` deaths, or against a pooled list of communes (RT, RAP, RAP%,
   excess deaths with intervals).
-* :func:`gap_trends` -- Prais-Winsten trend of the yearly log10(RII) and whether the gap
-  widened, narrowed or held.
+* :func:`gap_trends` -- the trend of the yearly log10(RII) (fct_trends' shell,
+  :func:`infant_mortality.trends.fit_series_trends`) and whether the gap widened, narrowed or
+  held.
 
 The drivers (:func:`rank_communes`, :func:`quintile_rates`, :func:`inequality_measures`)
 apply the per-group functions to long frames; the dbt Python models only call them.
@@ -40,7 +41,7 @@ import statsmodels.api as sm
 from scipy import stats
 
 from infant_mortality.poisson import poisson_ci
-from infant_mortality.prais_winsten import prais_winsten_trend
+from infant_mortality.trends import fit_series_trends
 
 Z95 = float(stats.norm.ppf(0.975))
 N_QUINTILES = 5
@@ -534,7 +535,7 @@ def benchmark_comparisons(communes: pd.DataFrame, min_deaths: int, listed: list[
 
 
 # --------------------------------------------------------------------------------------------
-# Is the gap closing? Prais-Winsten trend of the yearly log10(RII)
+# Is the gap closing? The trend of the yearly log10(RII)
 # --------------------------------------------------------------------------------------------
 
 TREND_KEYS = ["area_level", "area_code", "indicator", "stratifier"]
@@ -556,77 +557,34 @@ def classify_gap_change(trend: str, fitted_log10_rii_mid: float) -> str:
     return "widened" if rising == (fitted_log10_rii_mid > 0) else "narrowed"
 
 
-def gap_trends(yearly_rii: pd.DataFrame, periods: pd.DataFrame, *, min_years: int = 5,
-               p_threshold: float = 0.05, ci_level: float = 0.95, ci_critical: str = "t",
-               method: str = "prais", rhotype: str = "regress", gaps: str = "restart") -> pd.DataFrame:
-    """Prais-Winsten trend of log10(RII) on year per (area, indicator, stratifier, period).
+def gap_trends(yearly_rii: pd.DataFrame, periods: pd.DataFrame, *, reason: str | None = None,
+               **settings) -> pd.DataFrame:
+    """Trend of log10(RII) on year per (area, indicator, stratifier, period), and what it means
+    for the gap.
 
-    ``yearly_rii``: TREND_KEYS + year, rii (NaN when not estimable that year). ``periods``:
-    period_start, period_end. Years without an RII are left out of the fit and counted. The
-    fit is ``prais_winsten.prais_winsten_trend`` (Stata ``prais`` with the given options); a
-    fit is ``not_estimable`` with fewer than ``min_years`` usable years or fewer than 2
-    residual degrees of freedom, as in fct_trends. Trend class as fct_trends (p < p_threshold
-    and the slope's sign), then :func:`classify_gap_change`.
+    ``yearly_rii``: TREND_KEYS + year, rii (NaN or NULL when not estimable that year) and,
+    when ``reason`` names it, a column saying why an RII is missing (quoted in ``note``).
+    ``periods``: period_start, period_end. The trend is fct_trends' own:
+    :func:`infant_mortality.trends.fit_series_trends` with the RII as the rate, which leaves
+    the years without an RII out of the fit and counts them, and owns ``min_years``, the fitter
+    (``method`` and its options), estimability, the APC and its interval, the trend class and
+    the notes. ``settings`` go to it unchanged (``min_years``, ``zero_rate_policy``,
+    ``ci_level``, ``ci_critical``, ``p_threshold``, ``method``, ``rhotype``, ``gaps``, ...).
+
+    Added here, the gap's own columns: ``fitted_log10_rii_mid`` (the fitted log10 RII at the
+    middle of the period) and ``gap_change`` (:func:`classify_gap_change`).
     """
-    if ci_critical not in ("t", "normal"):
-        raise ValueError(f"ci_critical must be 't' or 'normal', got {ci_critical!r}")
-    rows = []
-    series = yearly_rii[TREND_KEYS].drop_duplicates().sort_values(TREND_KEYS)
-    for _, s in series.iterrows():
-        mask = np.logical_and.reduce([yearly_rii[k] == s[k] for k in TREND_KEYS])
-        ys = yearly_rii[mask]
-        for _, p in periods[["period_start", "period_end"]].drop_duplicates().iterrows():
-            start, end = int(p["period_start"]), int(p["period_end"])
-            w = ys[(ys["year"] >= start) & (ys["year"] <= end)].sort_values("year")
-            rii = w["rii"].astype(float).to_numpy()
-            usable = np.isfinite(rii) & (rii > 0)
-            years = w["year"].to_numpy(dtype=float)[usable]
-            row = {**{k: s[k] for k in TREND_KEYS}, "period_start": start, "period_end": end,
-                   "n_years": end - start + 1, "n_years_used": int(usable.sum())}
-            missing = sorted(set(range(start, end + 1)) - {int(y) for y in years})
-            notes = [f"no RII for {', '.join(map(str, missing))} (left out of the fit)"] if missing else []
-            stats_ = dict(slope_log10=np.nan, slope_se=np.nan, intercept_log10=np.nan,
-                          p_value=np.nan, rho=np.nan, iterations=None, converged=None,
-                          apc=np.nan, apc_ci95_lower=np.nan, apc_ci95_upper=np.nan)
-            trend = "not_estimable"
-            if usable.sum() < min_years:
-                notes.append(f"not estimable: {int(usable.sum())} usable years, fewer than min_years = {min_years}")
-            else:
-                fit = prais_winsten_trend(np.log10(rii[usable]), years, method=method,
-                                          rhotype=rhotype, gaps=gaps)
-                se, df = float(fit.bse[1]), fit.df_resid
-                if not (np.isfinite(se) and se > 0) or df < 2:
-                    notes.append("not estimable: fewer than 2 residual degrees of freedom in the "
-                                 "transformed regression, or an exact fit")
-                else:
-                    b, pv = float(fit.params[1]), float(fit.pvalues[1])
-                    alpha = 1 - ci_level
-                    crit = (stats.t.ppf(1 - alpha / 2, df) if ci_critical == "t"
-                            else stats.norm.ppf(1 - alpha / 2))
-                    stats_.update(slope_log10=b, slope_se=se, intercept_log10=float(fit.params[0]),
-                                  p_value=pv, rho=fit.rho, iterations=fit.iterations,
-                                  converged=fit.converged, apc=(10**b - 1) * 100,
-                                  apc_ci95_lower=(10 ** (b - crit * se) - 1) * 100,
-                                  apc_ci95_upper=(10 ** (b + crit * se) - 1) * 100)
-                    trend = ("increasing" if pv < p_threshold and b > 0 else
-                             "decreasing" if pv < p_threshold and b < 0 else "stationary")
-                    if fit.rho_out_of_bounds:
-                        notes.append(f"|rho| >= 1 ({fit.rho:.6g}): first observation dropped (Cochrane-Orcutt)")
-                    if not fit.converged:
-                        notes.append("rho did not converge (statistics of the last iteration)")
-            mid = (start + end) / 2
-            fitted_mid = stats_["intercept_log10"] + stats_["slope_log10"] * mid
-            row.update(stats_)
-            row["fitted_log10_rii_mid"] = fitted_mid
-            row["trend"] = trend
-            row["gap_change"] = classify_gap_change(trend, fitted_mid)
-            row["note"] = "; ".join(notes) or None
-            rows.append(row)
-    cols = TREND_KEYS + ["period_start", "period_end", "n_years", "n_years_used", "slope_log10",
-                         "slope_se", "intercept_log10", "p_value", "rho", "iterations", "converged",
-                         "apc", "apc_ci95_lower", "apc_ci95_upper", "fitted_log10_rii_mid",
-                         "trend", "gap_change", "note"]
-    out = pd.DataFrame(rows, columns=cols)
-    out["iterations"] = out["iterations"].astype("Int64")
-    out["converged"] = out["converged"].astype("boolean")
+    missing = [c for c in [*TREND_KEYS, "year", "rii"] if c not in yearly_rii.columns]
+    if missing:
+        raise ValueError(f"yearly RII rows are missing columns {missing}")
+    out = fit_series_trends(yearly_rii, TREND_KEYS, periods=periods, year="year", rate="rii",
+                            deaths=None, live_births=None, reason=reason, **settings)
+    attrs = dict(out.attrs)
+    mid = (out["period_start"].astype(float) + out["period_end"].astype(float)) / 2
+    fitted_mid = out["intercept_log10"] + out["slope_log10"] * mid
+    out["fitted_log10_rii_mid"] = fitted_mid.astype("Float64")
+    out["gap_change"] = pd.array(
+        [classify_gap_change(t, m) for t, m in
+         zip(out["trend"], fitted_mid.to_numpy(dtype=float, na_value=np.nan))], dtype="string")
+    out.attrs.update(attrs)
     return out

@@ -339,25 +339,89 @@ def test_gap_change_rule(trend, mid, expected):
     assert classify_gap_change(trend, mid) == expected
 
 
-def trend_frame(values, start=2010):
+def trend_frame(values, start=2010, stratifier="income_poverty_2013"):
     return pd.DataFrame({"area_level": "region", "area_code": "13", "indicator": "imr",
-                         "stratifier": "income_poverty_2013", "year": range(start, start + len(values)),
+                         "stratifier": stratifier, "year": range(start, start + len(values)),
                          "rii": values})
 
 
-def test_gap_trends_classify_and_count_missing_years():
-    noise = np.array([0.01, -0.012, 0.008, -0.006, 0.011, -0.009, 0.004, -0.01, 0.007, -0.003])
-    rising = 10 ** (0.1 + 0.02 * np.arange(10) + noise)           # RII > 1 and growing
-    periods = pd.DataFrame({"period_start": [2010, 2010], "period_end": [2019, 2013]})
-    out = gap_trends(trend_frame(rising), periods).set_index("period_end")
-    assert out.loc[2019, "trend"] == "increasing" and out.loc[2019, "gap_change"] == "widened"
-    assert out.loc[2019, "apc"] == pytest.approx((10 ** out.loc[2019, "slope_log10"] - 1) * 100)
-    assert out.loc[2019, "slope_log10"] == pytest.approx(0.02, abs=0.003)
-    assert out.loc[2013, "trend"] == "not_estimable" and "4 usable years" in out.loc[2013, "note"]
-    falling_below_one = 10 ** (-0.1 - 0.02 * np.arange(10) + noise)   # RII < 1, moving away
-    out = gap_trends(trend_frame(falling_below_one), periods.iloc[:1])
-    assert out.loc[0, "trend"] == "decreasing" and out.loc[0, "gap_change"] == "widened"
-    gappy = rising.copy()
-    gappy[3] = np.nan
-    out = gap_trends(trend_frame(gappy), periods.iloc[:1])
-    assert out.loc[0, "n_years_used"] == 9 and "no RII for 2013" in out.loc[0, "note"]
+NOISE = np.array([0.01, -0.012, 0.008, -0.006, 0.011, -0.009, 0.004, -0.01, 0.007, -0.003])
+STEPS = np.arange(10)
+GAP_SERIES = {                                                  # log10(RII) by design
+    "a_rising_above_one": 0.1 + 0.02 * STEPS + NOISE,            # away from 0: widened
+    "b_falling_below_one": -0.1 - 0.02 * STEPS + NOISE,          # away from 0: widened
+    "c_falling_above_one": 0.3 - 0.02 * STEPS + NOISE,           # towards 0: narrowed
+    "d_rising_below_one": -0.3 + 0.02 * STEPS + NOISE,           # towards 0: narrowed
+    "e_flat": 0.1 + NOISE,                                        # no trend: held
+}
+GAP_PERIODS = pd.DataFrame({"period_start": [2010, 2010], "period_end": [2019, 2013]})
+
+
+def gap_fixture():
+    return pd.concat([trend_frame(10 ** y, stratifier=name) for name, y in GAP_SERIES.items()],
+                     ignore_index=True)
+
+
+def test_gap_trends_classifies_the_gap():
+    out = gap_trends(gap_fixture(), GAP_PERIODS).set_index(["stratifier", "period_end"])
+    expected = {"a_rising_above_one": ("increasing", "widened"),
+                "b_falling_below_one": ("decreasing", "widened"),
+                "c_falling_above_one": ("decreasing", "narrowed"),
+                "d_rising_below_one": ("increasing", "narrowed"),
+                "e_flat": ("stationary", "held")}
+    for name, (trend, change) in expected.items():
+        row = out.loc[(name, 2019)]
+        assert (row["trend"], row["gap_change"]) == (trend, change), name
+        # The fitted log10 RII at the middle of the period, from the published line.
+        assert row["fitted_log10_rii_mid"] == pytest.approx(
+            row["intercept_log10"] + row["slope_log10"] * 2014.5, rel=1e-12)
+        # ... on the side of 0 the series lies on (its design value at mid-period).
+        assert np.sign(row["fitted_log10_rii_mid"]) == np.sign(GAP_SERIES[name].mean())
+        # 2010-2013: 4 years, fewer than min_years = 5: nothing to classify.
+        short = out.loc[(name, 2013)]
+        assert short["trend"] == "not_estimable" and short["gap_change"] == "not_estimable"
+        assert pd.isna(short["fitted_log10_rii_mid"])
+
+
+def test_gap_trends_fitted_mid_is_the_mean_log_rii_under_ols():
+    # OLS passes through (mean year, mean y): with every year of 2010-2019 used, the fitted
+    # log10 RII at 2014.5 is the mean of log10(RII), whatever the slope.
+    out = gap_trends(gap_fixture(), GAP_PERIODS.iloc[:1], method="ols").set_index("stratifier")
+    for name, y in GAP_SERIES.items():
+        assert out.loc[name, "fitted_log10_rii_mid"] == pytest.approx(y.mean(), abs=1e-12)
+        slope = np.polyfit(np.arange(2010, 2020), y, 1)[0]
+        assert out.loc[name, "slope_log10"] == pytest.approx(slope, rel=1e-9)
+
+
+@pytest.mark.parametrize("settings", [{}, {"method": "ols", "min_years": 3},
+                                      {"method": "corc", "ci_critical": "normal", "p_threshold": 0.2}])
+def test_gap_trends_is_the_trend_shell_plus_the_gap(settings):
+    from infant_mortality.trends import STAT_DTYPES, fit_series_trends
+
+    rows = gap_fixture()
+    rows.loc[(rows["stratifier"] == "a_rising_above_one") & (rows["year"] == 2013), "rii"] = np.nan
+    rows["why"] = np.where(rows["rii"].isna(), "2 communes: at least 3 are needed", None)
+    rows = rows[~((rows["stratifier"] == "c_falling_above_one") & (rows["year"] == 2016))]
+    out = gap_trends(rows, GAP_PERIODS, reason="why", **settings)
+    shell = fit_series_trends(rows, ["area_level", "area_code", "indicator", "stratifier"],
+                              periods=GAP_PERIODS, rate="rii", deaths=None, live_births=None,
+                              reason="why", **settings)
+    pd.testing.assert_frame_equal(out[list(shell.columns)], shell)
+    assert list(out.columns) == [*shell.columns, "fitted_log10_rii_mid", "gap_change"]
+    assert set(STAT_DTYPES) <= set(out.columns)
+    # Years without an RII are left out and counted, and the note says why.
+    full = out.set_index(["stratifier", "period_end"])
+    assert full.loc[("a_rising_above_one", 2019), "n_years_used"] == 9
+    assert "2013 (2 communes: at least 3 are needed)" in full.loc[("a_rising_above_one", 2019), "note"]
+    assert full.loc[("c_falling_above_one", 2019), "n_years_used"] == 9
+    assert "no data for 2016" in full.loc[("c_falling_above_one", 2019), "note"]
+    expected = [classify_gap_change(t, m) for t, m in
+                zip(out["trend"], out["fitted_log10_rii_mid"].to_numpy(dtype=float, na_value=np.nan))]
+    assert out["gap_change"].tolist() == expected
+
+
+def test_gap_trends_rejects_rows_without_an_rii_column():
+    with pytest.raises(ValueError, match=r"missing columns \['rii'\]"):
+        gap_trends(gap_fixture().drop(columns="rii"), GAP_PERIODS)
+    with pytest.raises(ValueError, match="min_years"):
+        gap_trends(gap_fixture(), GAP_PERIODS, min_years=2)

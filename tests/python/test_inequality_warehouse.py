@@ -3,7 +3,8 @@
 * The bundled build (RM, 2010-2019): membership recomputed from fct_commune_vs_region and the
   covariate file read with Python's csv module (a second reader); quintile sums reconcile with
   the region; D and PAF agree with the quintile mart; the fitted gradient; the benchmark is the
-  lowest rate among communes with >= 20 deaths; single years come from the yearly mart.
+  lowest rate among communes with >= 20 deaths; single years come from the yearly mart; the
+  RII trend mart is fct_trends' shell run on the published single-year RII.
 * Generated microdata for three regions (the country path), built with covariate files that
   lack one commune's value and carry one unparseable value, and with `benchmark_communes` set:
   the communes without a value are counted and audited, the RM-only stratifiers produce no
@@ -116,6 +117,46 @@ def test_rii_trend_rows_for_every_stratifier_and_period(bundled_warehouse):
     assert len(rows) == 4 * 3
     full = [r for r in rows if r[1] == "2010-2019"]
     assert all(n == 10 and trend != "not_estimable" for _, _, n, trend, _ in full)
+
+
+def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_warehouse):
+    """The mart is fit_series_trends (fct_trends' shell, default vars) on the single-year RII
+    that fct_inequality publishes, plus the gap columns: the model feeds it the right rows."""
+    import pandas as pd
+
+    from infant_mortality.inequality import classify_gap_change
+    from infant_mortality.trends import fit_series_trends
+
+    keys = ["area_level", "area_code", "indicator", "stratifier"]
+    yearly = pd.DataFrame(
+        query(bundled_warehouse, "select area_level, area_code, indicator, stratifier, period_start, estimate "
+                                 "from marts.fct_inequality where measure = 'RII' and period_kind = 'single_year'"),
+        columns=[*keys, "year", "rii"])
+    periods = pd.DataFrame(query(bundled_warehouse, "select period_start, period_end from marts.fct_inequality_trends"),
+                           columns=["period_start", "period_end"])
+    expected = fit_series_trends(yearly, keys, periods=periods, rate="rii", deaths=None, live_births=None,
+                                 reason=None).set_index([*keys, "period_start", "period_end"])
+    columns = ["n_years", "n_years_used", "slope_log10", "slope_se", "intercept_log10", "p_value", "rho",
+               "iterations", "converged", "apc", "apc_ci95_lower", "apc_ci95_upper", "trend", "note"]
+    mart = pd.DataFrame(
+        query(bundled_warehouse, f"select {', '.join(keys)}, period_start, period_end, {', '.join(columns)}, "
+                                 "fitted_log10_rii_mid, gap_change from marts.fct_inequality_trends"),
+        columns=[*keys, "period_start", "period_end", *columns, "fitted_log10_rii_mid", "gap_change"]
+    ).set_index([*keys, "period_start", "period_end"])
+    assert len(mart) == len(expected) == 12
+    expected = expected.loc[mart.index, columns]
+    for c in columns:
+        if c in ("trend", "note", "converged", "n_years", "n_years_used", "iterations"):
+            assert [None if pd.isna(v) else v for v in mart[c].tolist()] == \
+                [None if pd.isna(v) else v for v in expected[c].tolist()], c
+        else:
+            assert mart[c].astype(float).to_numpy() == pytest.approx(expected[c].astype(float).to_numpy(),
+                                                                    rel=1e-12, abs=1e-12, nan_ok=True), c
+    mid = (mart.index.get_level_values("period_start") + mart.index.get_level_values("period_end")) / 2
+    assert mart["fitted_log10_rii_mid"].to_numpy() == pytest.approx(
+        (mart["intercept_log10"] + mart["slope_log10"] * mid).to_numpy(), rel=1e-12)
+    assert mart["gap_change"].tolist() == [classify_gap_change(t, m) for t, m in
+                                           zip(mart["trend"], mart["fitted_log10_rii_mid"])]
 
 
 def test_benchmark_is_the_lowest_rate_with_twenty_deaths(bundled_warehouse):
