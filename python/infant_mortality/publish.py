@@ -455,7 +455,7 @@ def _ensure_stable_links(paths: Paths) -> None:
             shutil.rmtree(aside, ignore_errors=True)
         else:
             _relative_link(link, target)
-        _step(f"linked:{name}")
+    _step("linked")
 
 
 def _current_release(paths: Paths) -> str | None:
@@ -510,11 +510,21 @@ def _adopt_previous_layout(paths: Paths) -> None:
     _ensure_stable_links(paths)
 
 
-def new_incoming(paths: Paths) -> tuple[str, Path]:
-    release_id = new_release_id()
-    incoming = paths.releases / (INCOMING_PREFIX + release_id)
-    incoming.mkdir(parents=True)
-    return release_id, incoming
+@contextmanager
+def new_release(paths: Paths):
+    """Under the publish lock, a fresh `releases/.incoming-<id>/` to build into; yields
+    (release id, folder). The folder is removed on the way out unless `release()` renamed it."""
+    with _exclusive_publish(paths.build_dir):
+        _refuse_if_writer(paths.published)  # fail fast, before spending a build
+        _remove_leftovers(paths)
+        _adopt_previous_layout(paths)
+        release_id = new_release_id()
+        incoming = paths.releases / (INCOMING_PREFIX + release_id)
+        incoming.mkdir(parents=True)
+        try:
+            yield release_id, incoming
+        finally:
+            shutil.rmtree(incoming, ignore_errors=True)
 
 
 def release(paths: Paths, incoming: Path, release_id: str) -> tuple[list[Mart], str]:
@@ -595,30 +605,23 @@ def _display(path: Path, project_dir: Path) -> str:
 def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
     started = time.monotonic()
     vars_args = _dbt_vars_args(dbt_vars)
-    with _exclusive_publish(paths.build_dir):
-        _refuse_if_writer(paths.published)  # fail fast, before spending a build
-        _remove_leftovers(paths)
-        _adopt_previous_layout(paths)
-        release_id, incoming = new_incoming(paths)
-        try:
-            database = incoming / paths.published.name
-            _log(f"Building release {release_id} into {_display(incoming, paths.project_dir)}/ "
-                 "(dbt build: models, seeds, tests)")
-            code, output = _run_dbt(["build", *vars_args], paths, database, quiet)
-            built = time.monotonic()
-            _step("built")
-            if code != 0:
-                _log("", err=True)
-                _log(f"dbt build FAILED (exit code {code}); nothing was published.", err=True)
-                _log(f"Published file left untouched: {paths.published}", err=True)
-                _log(f"dbt's log: {paths.project_dir / 'logs' / 'dbt.log'} (or $DBT_LOG_PATH)", err=True)
-                _log("Why (dbt):", err=True)
-                for line in failure_lines(output):
-                    _log(f"  {line}", err=True)
-                return 1
-            marts, storage = release(paths, incoming, release_id)
-        finally:
-            shutil.rmtree(incoming, ignore_errors=True)  # gone already when the release was renamed
+    with new_release(paths) as (release_id, incoming):
+        database = incoming / paths.published.name
+        _log(f"Building release {release_id} into {_display(incoming, paths.project_dir)}/ "
+             "(dbt build: models, seeds, tests)")
+        code, output = _run_dbt(["build", *vars_args], paths, database, quiet)
+        built = time.monotonic()
+        _step("built")
+        if code != 0:
+            _log("", err=True)
+            _log(f"dbt build FAILED (exit code {code}); nothing was published.", err=True)
+            _log(f"Published file left untouched: {paths.published}", err=True)
+            _log(f"dbt's log: {paths.project_dir / 'logs' / 'dbt.log'} (or $DBT_LOG_PATH)", err=True)
+            _log("Why (dbt):", err=True)
+            for line in failure_lines(output):
+                _log(f"  {line}", err=True)
+            return 1
+        marts, storage = release(paths, incoming, release_id)
     finished = time.monotonic()
 
     size_mb = paths.published.stat().st_size / 1e6
