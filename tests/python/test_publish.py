@@ -123,14 +123,10 @@ class Holder:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory) -> SimpleNamespace:
-    work = tmp_path_factory.mktemp("publish")
-    path = work / "warehouse" / NAME  # warehouse/ does not exist yet: publish creates it
-    result = run_publish(path)
-    assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return SimpleNamespace(
-        path=path, parquet=path.parent / "parquet", target=work / "dbt_target", output=result.stdout,
-    )
+def published(published_warehouse) -> SimpleNamespace:
+    """The session's publish (conftest): the real CLI into a temporary warehouse folder that did
+    not exist before."""
+    return published_warehouse
 
 
 def test_publish_prints_a_summary_and_leaves_only_the_published_files(published):
