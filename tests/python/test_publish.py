@@ -583,3 +583,20 @@ def test_hand_dbt_build_writes_the_development_file_and_leaves_the_published_one
     assert counts["staging.stg_reference__communes"] == 346
     assert counts["marts.fct_rates_commune_year"] == query(published.path,
                                                            "select count(*) from marts.fct_rates_commune_year")[0][0]
+
+
+def test_publish_errors_are_one_sentence_not_tracebacks(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the warehouse folder should be")
+    cases = {
+        "bad vars": (tmp_path / "w" / NAME, ["--vars", "{unclosed: [1, 2"], "--vars is not valid YAML/JSON"),
+        "vars not a mapping": (tmp_path / "w" / NAME, ["--vars", "[1, 2]"], "--vars must be a mapping"),
+        "folder is a file": (blocker / "warehouse" / NAME, [], "Not a directory"),
+        "nothing published to check": (tmp_path / "w" / NAME, ["--check"], "has no published release"),
+    }
+    for label, (path, args, expected) in cases.items():
+        result = run_publish(path, *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 1, label
+        assert len(lines) == 1 and lines[0].startswith("publish FAILED: ") and expected in lines[0], (label, lines)
+        assert "Traceback" not in result.stderr + result.stdout, label
