@@ -453,7 +453,7 @@ def test_a_kill_at_any_moment_leaves_the_old_or_the_new_release_never_a_mix(publ
     rng = random.Random(20261130)
     seen = {"old": 0, "new": 0}
     kills = 0
-    for _ in range(24):
+    for _ in range(16):
         before = release_state(folder)["release"]
         process = start_release(source, path)
         time.sleep(rng.uniform(0, duration * 1.2))
@@ -464,7 +464,7 @@ def test_a_kill_at_any_moment_leaves_the_old_or_the_new_release_never_a_mix(publ
         seen["old" if after == before else "new"] += 1
         if process.returncode == 0:
             assert after == out.split()[-1]
-    assert kills >= 12, f"only {kills} of 24 runs were killed before finishing; timing is off"
+    assert kills >= 8, f"only {kills} of 16 runs were killed before finishing; timing is off"
     print(f"\nkill points: {len(steps)} named steps + {kills} random SIGKILLs; outcomes {seen}; all consistent")
 
     # 3. The next publish cleans up every leftover and keeps two releases.
