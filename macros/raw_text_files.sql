@@ -9,13 +9,7 @@
     it is a last line with no newline after it (a cut file: its last value may be truncated).
     The header (line 1) must be exactly `header`, or the build stops naming the file. -#}
 {% macro raw_text_lines(relation, header) -%}
-    select
-        source_file,
-        source_line,
-        line,
-        string_split(line, ',') as fields,
-        source_line = line_count and not ends_with_newline as is_unterminated_last_line
-    from (
+    with numbered as (
         select
             filename as source_file,
             cast(generate_subscripts(lines, 1) as bigint) as source_line,
@@ -29,15 +23,33 @@
                 ends_with(content, chr(10)) as ends_with_newline
             from {{ relation }}
         ) as files
-    ) as numbered
-    -- The empty string after the final newline is not a line. Line 1 is kept only to be
-    -- checked: a file whose header differs stops the build here.
-    where not (source_line = line_count and ends_with_newline)
-        and (source_line > 1 or (
+    ),
+
+    -- One row per file; a header that differs stops the build naming the file. Joined to every
+    -- line, so that the check runs whatever a reader filters on.
+    header_check as (
+        select
+            source_file,
             case when line <> {{ sql_string(header) }}
                 then error('Unexpected header in ' || source_file || ' line 1: expected '
                     || {{ sql_string(header) }} || ', got ' || line)
-            end) is not null)
+            end as header_problem
+        from numbered
+        where source_line = 1
+    )
+
+    select
+        numbered.source_file,
+        numbered.source_line,
+        numbered.line,
+        string_split(numbered.line, ',') as fields,
+        numbered.source_line = numbered.line_count and not numbered.ends_with_newline as is_unterminated_last_line
+    from numbered
+    inner join header_check on numbered.source_file = header_check.source_file
+    -- Line 1 is the header; the empty string after the final newline is not a line.
+    where numbered.source_line > 1
+        and not (numbered.source_line = numbered.line_count and numbered.ends_with_newline)
+        and header_check.header_problem is null
 {%- endmacro %}
 
 {#- A whole number written with digits only (after trimming), else null: `4.503`, `4503.7`,
