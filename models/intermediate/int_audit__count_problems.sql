@@ -35,7 +35,7 @@ commune_rows as (
             when count_problem = 'commune_unknown'
                 then 'commune code not in the 346-commune reference: no rate, not in any region'
             when is_poolable
-                then 'no rate for this commune-year; its counts still enter the region and country sums (bounded case, methods.md section 6)'
+                then 'no rate for this commune-year; its counts still enter the region and country sums (bounded case, methods.md, "Input checks, plausibility and pooling")'
             else 'no rate for this commune-year; the region and country rates of this year are unavailable too'
         end as consequence,
         true as affects_results

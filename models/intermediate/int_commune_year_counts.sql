@@ -3,7 +3,7 @@
 -- indicator present, so a commune-year missing from the input is visible, not silently absent.
 -- `deaths` is kept as derived (possibly negative or missing); `count_problem` says why a count
 -- cannot give a rate, and the marts turn that into an unavailable rate. `is_poolable` says
--- whether the counts may still enter the region's and the country's sums (methods.md section 6):
+-- whether the counts may still enter the region's and the country's sums (methods.md, "Input checks, plausibility and pooling"):
 -- only counts that exist, with a derived count outside [0, live births] by at most
 -- var('derived_count_tolerance') deaths and no implausible rate.
 {% if vital_source() == 'ine_aggregates' %}
