@@ -236,3 +236,16 @@ def test_unreliable_flag_follows_the_death_count(bundled_warehouse):
         "where deaths is not null and is_unreliable <> (deaths < 20)",
     )
     assert rows == [(0,)]
+
+
+def test_scope_regions_narrows_the_build_to_the_study_region_unchanged(bundled_warehouse, tmp_path):
+    from conftest import run_dbt
+
+    path = tmp_path / "rm.duckdb"
+    run_dbt(["build", "--select", "+fct_rates_commune_year"], path, {"scope_regions": [13]})
+    sql = ("select area_level, area_code, year, deaths, live_births, rate_per_1000, unavailable_reason "
+           "from marts.fct_rates_commune_year where indicator = 'imr' {} order by all")
+    scoped = query(path, sql.format(""))
+    assert {(level, code[:2]) for level, code, *_ in scoped} == {("commune", "13"), ("region", "13")}  # no country
+    assert len(scoped) == 52 * 10 + 10
+    assert scoped == query(bundled_warehouse, sql.format("and region_code = '13'"))
