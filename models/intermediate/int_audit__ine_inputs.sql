@@ -91,8 +91,12 @@ not_listed_rows as (
         cast(0 as bigint) as records_affected,
         'no DEIS row: deaths aged 1+ counted as zero, so every INE death is an infant death' as consequence,
         false as affects_results
-    from {{ ref('int_ine__commune_year_counts') }}
-    where is_missing_from_deis and input_problem is null and {{ in_year_scope('year') }}
+    from {{ ref('int_ine__commune_year_counts') }} as counts
+    where is_missing_from_deis and input_problem is null
+        and exists (
+            select 1 from {{ ref('int_commune_year_counts') }} as in_scope
+            where in_scope.commune_code = counts.commune_code and in_scope.year = counts.year
+        )
 )
 
 select * from parse_rows
