@@ -51,7 +51,8 @@ deis_sex_checked as (
         case
             when unreadable_1_plus > 0 then 'deis_row_unreadable'
             when rows_1_plus = 0 then 'deis_1_plus_row_missing'
-            when deaths_1_plus < coalesce(deaths_18_plus, 0) or coalesce(deaths_18_plus, deaths_1_plus) < coalesce(deaths_75_plus, 0)
+            when deaths_1_plus < coalesce(deaths_18_plus, 0)
+                or coalesce(deaths_18_plus, deaths_1_plus) < coalesce(deaths_75_plus, 0)
                 then 'deis_age_groups_inconsistent'
         end as deis_problem
     from deis_by_sex
