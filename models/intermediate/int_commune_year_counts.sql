@@ -2,7 +2,10 @@
 -- read counts from. Every commune of every region present gets a row for every year and
 -- indicator present, so a commune-year missing from the input is visible, not silently absent.
 -- `deaths` is kept as derived (possibly negative or missing); `count_problem` says why a count
--- cannot give a rate, and the marts turn that into an unavailable rate.
+-- cannot give a rate, and the marts turn that into an unavailable rate. `is_poolable` says
+-- whether the counts may still enter the region's and the country's sums (methods.md, "Input checks, plausibility and pooling"):
+-- only counts that exist, with a derived count outside [0, live births] by at most
+-- var('derived_count_tolerance') deaths and no implausible rate.
 {% if vital_source() == 'ine_aggregates' %}
     {% set count_basis = 'derived: INE deaths all ages - DEIS deaths aged 1+' %}
 with counts as (
@@ -13,12 +16,7 @@ with counts as (
         'imr' as indicator,
         infant_deaths_derived as deaths,
         live_births,
-        case
-            when live_births is null then 'live_births_missing'
-            when deaths_all_ages is null then 'deaths_all_ages_missing'
-            when deaths_aged_1_plus is null then 'deaths_aged_1_plus_missing'
-            when infant_deaths_derived < 0 then 'negative_derived_count'
-        end as source_problem
+        input_problem as source_problem
     from {{ ref('int_ine__commune_year_counts') }}
 ),
 {% else %}
@@ -46,11 +44,18 @@ regions_present as (
     from counts inner join communes on counts.commune_code = communes.commune_code
 ),
 
+-- Every year from the first to the last: a year missing for every commune is a gap to report.
+years as (
+    select cast(series.year as integer) as year
+    from (select min(year) as first_year, max(year) as last_year from counts) as bounds
+    cross join generate_series(bounds.first_year, bounds.last_year) as series(year)
+),
+
 expected as (
     select communes.commune_code, communes.commune_name, communes.region_code, years.year, indicators.indicator
     from communes
     inner join regions_present on communes.region_code = regions_present.region_code
-    cross join (select distinct year from counts) as years
+    cross join years
     cross join (select distinct indicator from counts) as indicators
 ),
 
@@ -98,6 +103,23 @@ all_communes as (
     select * from known_communes
     union all
     select * from unknown_communes
+),
+
+checked as (
+    select
+        *,
+        coalesce(source_problem, case
+            when deaths < 0 then 'negative_derived_count'
+            when live_births = 0 then 'no_live_births'
+            when deaths > live_births then 'deaths_exceed_births'
+            when deaths >= {{ int_var('implausible_rate_min_deaths') }}
+                and 1000.0 * deaths / live_births > {{ number_var('implausible_rate_per_1000') }}
+                then 'implausible_rate'
+        end) as count_problem,
+        -- How far the count lies outside [0, live births] (0 inside it; null without counts).
+        case when deaths is not null and live_births is not null
+            then greatest(-deaths, deaths - live_births, 0) end as count_deviation
+    from all_communes
 )
 
 select
@@ -109,8 +131,11 @@ select
     deaths,
     live_births,
     '{{ count_basis }}' as count_basis,
-    coalesce(source_problem, case when coalesce(live_births, 0) = 0 then 'no_live_births' end) as count_problem
-from all_communes
+    count_problem,
+    cast(count_deviation as bigint) as count_deviation,
+    coalesce(source_problem is null and count_problem is distinct from 'implausible_rate'
+        and count_deviation <= {{ int_var('derived_count_tolerance') }}, false) as is_poolable
+from checked
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

@@ -7,7 +7,7 @@ SYNTHETIC DATA. Only commune-year totals are calibrated to real data; every fiel
 generated row (dates, sex, ages, causes, birth weights...) is drawn at random:
 
 - Región Metropolitana (13), 2010-2019: live births equal the INE births by commune and year
-  (data/raw/ine_vital_statistics_rm_2010_2019.csv) and infant deaths equal INE deaths of all
+  (data/raw/ine_vital_statistics_chile_2010_2019.csv, RM rows) and infant deaths equal INE deaths of all
   ages minus DEIS deaths aged 1+ (data/raw/deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv).
   Where that derived count is negative (Providencia 13123 in 2018: -2) the generator writes 0
   infant deaths and logs it (manifest `notes`).
@@ -240,7 +240,8 @@ def _population_aged_0(project_dir: Path, codes: list[str], years: np.ndarray) -
 def _calibrated_counts(project_dir: Path) -> pd.DataFrame:
     """RM 2010-2019: INE births and the derived infant deaths (INE all ages - DEIS aged 1+)."""
     raw = project_dir / "data" / "raw"
-    ine = pd.read_csv(raw / "ine_vital_statistics_rm_2010_2019.csv", dtype={"codigo_comuna": str})
+    ine = pd.read_csv(raw / "ine_vital_statistics_chile_2010_2019.csv", dtype={"codigo_comuna": str})
+    ine = ine[ine["codigo_comuna"].str.startswith("13")]
     ine = ine.pivot_table(index=["codigo_comuna", "anio"], columns="evento", values="cantidad",
                           aggfunc="sum").reset_index()
     one_plus = deis_deaths_aged_1_plus(project_dir).groupby(["codigo_comuna", "anio"])["deaths"].sum()

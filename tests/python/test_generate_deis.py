@@ -55,7 +55,8 @@ def test_rm_2010_2019_counts_equal_the_bundled_derived_counts(rm_2010_2019):
             select codigo_comuna as commune, anio as year,
                    sum(cantidad) filter (where evento = 'nacimiento') as births,
                    sum(cantidad) filter (where evento = 'defuncion') as deaths
-            from read_csv('{RAW / 'ine_vital_statistics_rm_2010_2019.csv'}', types={{'codigo_comuna': 'VARCHAR'}})
+            from read_csv('{RAW / 'ine_vital_statistics_chile_2010_2019.csv'}', types={{'codigo_comuna': 'VARCHAR'}})
+            where codigo_comuna like '13%'
             group by all
         ),
         aged_1_plus as (
