@@ -3,38 +3,10 @@
 -- indicator present, so a commune-year missing from the input is visible, not silently absent.
 -- `deaths` is kept as derived (possibly negative or missing); `count_problem` says why a count
 -- cannot give a rate, and the marts turn that into an unavailable rate.
-{% if vital_source() == 'ine_aggregates' %}
-    {% set count_basis = 'derived: INE deaths all ages - DEIS deaths aged 1+' %}
 with counts as (
-    select
-        commune_code,
-        commune_name,
-        year,
-        'imr' as indicator,
-        infant_deaths_derived as deaths,
-        live_births,
-        case
-            when live_births is null then 'live_births_missing'
-            when deaths_all_ages is null then 'deaths_all_ages_missing'
-            when deaths_aged_1_plus is null then 'deaths_aged_1_plus_missing'
-            when infant_deaths_derived < 0 then 'negative_derived_count'
-        end as source_problem
-    from {{ ref('int_ine__commune_year_counts') }}
+    -- From the input mode's folder (dbt_project.yml enables one): models/intermediate/<mode>/.
+    select * from {{ ref('int_input__commune_year_counts') }}
 ),
-{% else %}
-    {% set count_basis = 'DEIS microdata: death and birth records' %}
-with counts as (
-    select
-        commune_code,
-        commune_name,
-        year,
-        indicator,
-        deaths,
-        live_births,
-        cast(null as varchar) as source_problem
-    from {{ ref('int_deis__commune_year_counts') }}
-),
-{% endif %}
 
 communes as (
     select commune_code, commune_name, region_code
@@ -61,17 +33,10 @@ known_communes as (
         expected.region_code,
         expected.year,
         expected.indicator,
-        {% if vital_source() == 'ine_aggregates' %}
         counts.deaths,
         counts.live_births,
         case when counts.commune_code is null then 'commune_year_missing' else counts.source_problem end
             as source_problem
-        {% else %}
-        -- In the microdata a commune-year with no record at all had no births and no deaths.
-        coalesce(counts.deaths, 0) as deaths,
-        coalesce(counts.live_births, 0) as live_births,
-        counts.source_problem
-        {% endif %}
     from expected
     left join counts
         on expected.commune_code = counts.commune_code
@@ -108,9 +73,10 @@ select
     indicator,
     deaths,
     live_births,
-    '{{ count_basis }}' as count_basis,
+    input_mode.count_basis,
     coalesce(source_problem, case when coalesce(live_births, 0) = 0 then 'no_live_births' end) as count_problem
 from all_communes
+cross join (select distinct count_basis from counts) as input_mode
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

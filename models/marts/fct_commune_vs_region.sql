@@ -3,7 +3,7 @@
 -- the commune's sums AND of its region's sums for that comparison, so both sides always cover
 -- the same years (n_years says how many).
 {% set z95 = 1.959963984540054 %}  {# standard normal 0.975 quantile #}
-{% set alpha = var('comparison_alpha', 0.05) %}
+{% set alpha = number_var('comparison_alpha') %}
 
 with periods as (
     select period_start, period_end, period_label from {{ ref('int_analysis_periods') }}
@@ -103,7 +103,7 @@ select
     rate_per_1000,
     {{ poisson_rate_limit('lower', 'deaths', 'live_births') }} as ci95_lower,
     {{ poisson_rate_limit('upper', 'deaths', 'live_births') }} as ci95_upper,
-    deaths < {{ var('unreliable_below_deaths') }} as is_unreliable,
+    deaths < {{ int_var('unreliable_below_deaths') }} as is_unreliable,
     cast(region_deaths as bigint) as region_deaths,
     cast(region_live_births as bigint) as region_live_births,
     region_rate_per_1000,

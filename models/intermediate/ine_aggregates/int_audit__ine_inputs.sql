@@ -1,5 +1,4 @@
 -- Bundled-data mode: problems in the inputs that do not show up as a commune-year count problem.
-{{ config(enabled = var('vital_source') == 'ine_aggregates') }}
 
 -- DEIS deaths aged 1+ whose commune of residence is unknown (99999) cannot be subtracted from
 -- any commune's all-age deaths; reported per year so the size of the problem is visible.

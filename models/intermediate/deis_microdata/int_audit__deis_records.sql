@@ -1,7 +1,6 @@
 -- Microdata mode: one audit row per record with a problem (file and line), and totals per
 -- problem plus read/assigned totals, so that the counts reconcile with the input row counts.
 -- The descriptive text is built for problem records only; the totals are plain counts.
-{{ config(enabled = var('vital_source') == 'deis_microdata') }}
 
 with death_problems as (
     select
