@@ -60,9 +60,7 @@ trend_gaps:              {values: [restart, consecutive]}
         {%- endif -%}
     {%- endfor -%}
     {%- if problems -%}
-        {{ exceptions.raise_compiler_error(
-            "Invalid settings (dbt vars; declared with their defaults in dbt_project.yml):\n  "
-            ~ problems | join("\n  ")) }}
+        {{ exceptions.raise_compiler_error(invalid_settings_message(problems)) }}
     {%- endif -%}
     {%- if execute %}
     -- raw_data_dir names a folder with files (a mistyped folder is named here, not as a missing CSV).
@@ -83,9 +81,14 @@ trend_gaps:              {values: [restart, consecutive]}
     {%- endif -%}
     {%- set problem = var_problem(name, spec) -%}
     {%- if problem -%}
-        {{ exceptions.raise_compiler_error(problem) }}
+        {{ exceptions.raise_compiler_error(invalid_settings_message([problem])) }}
     {%- endif -%}
     {{ return(normalised_value(var(name), spec[name])) }}
+{%- endmacro %}
+
+
+{% macro invalid_settings_message(problems) -%}
+    {{ return("Invalid settings (dbt vars, declared with their defaults in dbt_project.yml):\n  " ~ problems | join("\n  ")) }}
 {%- endmacro %}
 
 
@@ -95,7 +98,7 @@ trend_gaps:              {values: [restart, consecutive]}
     {%- set rule = spec[name] -%}
     {%- set value = var(name) -%}
     {%- set kind = rule.get('type', 'values' if 'values' in rule else 'text') -%}
-    {%- set shown = value | tojson -%}
+    {%- set shown = "'" ~ value ~ "'" if value is string else tojson(value) -%}
     {%- if value is none -%}
         {{ return(none if rule.get('optional') else "dbt var " ~ name ~ " must be set (" ~ allowed_text(rule, spec) ~ ")") }}
     {%- endif -%}
