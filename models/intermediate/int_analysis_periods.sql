@@ -25,7 +25,7 @@ five_year_blocks as (
         and data_years.year + 4 <= years.last_year
 ),
 
-{#- Checked by vars_spec: two whole years, start <= end (or null: no custom period). -#}
+{# Checked by vars_spec: two whole years, start <= end (or null: no custom period). #}
 {% set custom = setting('custom_period') %}
 custom_period as (
     {% if custom %}

@@ -133,6 +133,6 @@ select
     imr_funnel_category(deaths, expected_deaths) as funnel_category,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end
-        order by rate_per_1000 desc nulls last, commune_code
+        order by rate_per_1000 desc nulls last, commune_code asc
     ) as integer) as rank_in_region
 from tested

@@ -52,7 +52,7 @@ birth_problems as (
                 then 'birth not assigned to any commune-year: in no denominator (see the total row)'
             else 'counted by ANO_NAC and commune; the date itself is not used'
         end as consequence,
-        not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results
+        not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results  -- noqa: LT01, LT06
     from {{ ref('stg_deis__births') }}
     where record_problem is not null
 ),
