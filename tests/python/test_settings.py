@@ -109,7 +109,7 @@ def _run(workdir: Path, dbt_vars: dict) -> tuple[subprocess.CompletedProcess, fl
 
 @pytest.fixture(scope="module")
 def bad_runs(tmp_path_factory):
-    """Every case built once, three at a time (each is a separate dbt build into its own file)."""
+    """Every case built once, two at a time (each is a separate dbt build into its own file)."""
     root = tmp_path_factory.mktemp("bad_settings")
 
     def one(name):
@@ -117,7 +117,7 @@ def bad_runs(tmp_path_factory):
         result, seconds = _run(root / name, dbt_vars)
         return name, (result, seconds, root / name / "w.duckdb", root / f"{name}_pwned.csv")
 
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         runs = dict(pool.map(one, CASES))
     for name, (_, seconds, _, _) in runs.items():
         print(f"{name}: stopped after {seconds:.1f} s")
@@ -138,15 +138,21 @@ def test_a_bad_setting_stops_the_build_with_a_message_naming_the_var(bad_runs, n
     assert result.returncode != 0
     for part in CASES[name][1]:
         assert part in output, output[-3000:]
-    # Seconds, not a build: under three parallel runs on 2 shared cores.
-    assert seconds < 90
+    # Seconds, not a build (a build of everything is ~25 s alone); generous for two parallel
+    # runs on 2 shared cores.
+    assert seconds < 120
 
 
-@pytest.mark.parametrize("name", [n for n in CASES if n != "empty_scope"])
+# Values are checked while dbt parses the project: nothing runs. (raw_data_dir's folder can only
+# be checked once the hooks execute; dbt 1.11 then goes on with the nodes that do not read it.)
+@pytest.mark.parametrize("name", ["bad_enum", "bad_number", "unknown_var", "sql_in_custom_period"])
 def test_a_bad_setting_stops_before_any_model_is_built(bad_runs, name):
     result, _, database, _ = bad_runs[name]
-    assert "OK created" not in result.stdout
+    assert "START" not in result.stdout
     assert _tables(database) == []
+
+
+COUNT_MARTS = {"marts.fct_rates_commune_year", "marts.fct_commune_vs_region", "marts.fct_trends", "marts.audit_data_quality"}
 
 
 def test_sql_in_a_var_writes_nothing(bad_runs):
@@ -159,7 +165,13 @@ def test_an_empty_scope_stops_at_the_scope_check_before_any_mart(bad_runs):
     assert "Runtime Error in test assert_scope_selects_data" in result.stdout
     failed = re.findall(r"\d+ of \d+ (?:ERROR|FAIL(?: \d+)?) (\S+)", result.stdout)
     assert failed and set(failed) == {"assert_scope_selects_data"}, failed  # not a not_null far downstream
-    assert not any(t.startswith("marts.") for t in _tables(database))
+    assert COUNT_MARTS & set(_tables(database)) == set()
+
+
+def test_a_raw_data_dir_without_files_is_named_and_no_rate_is_built(bad_runs):
+    result, _, database, _ = bad_runs["sql_in_raw_data_dir"]
+    assert "ERROR hook: infant_mortality.on-run-start" in result.stdout
+    assert COUNT_MARTS & set(_tables(database)) == set()
 
 
 def test_a_raw_data_dir_with_an_apostrophe_and_accents_works(tmp_path):
