@@ -7,7 +7,7 @@
       type:                 int | number | bool | text | region_list | period
       min / max:            inclusive bounds (int, number); a var name means "that var's value"
       above / below:        exclusive bounds (number)
-      optional: true        null is allowed (means "not set"; see the comment in dbt_project.yml)
+      optional: true        null (or empty text) is allowed: "not set", see the comment in dbt_project.yml
 -#}
 {% macro vars_spec() -%}
 {%- set spec_yaml -%}
@@ -99,7 +99,7 @@ trend_gaps:              {values: [restart, consecutive]}
     {%- set value = var(name) -%}
     {%- set kind = rule.get('type', 'values' if 'values' in rule else 'text') -%}
     {%- set shown = "'" ~ value ~ "'" if value is string else tojson(value) -%}
-    {%- if value is none -%}
+    {%- if value is none or (value == '' and rule.get('optional')) -%}
         {{ return(none if rule.get('optional') else "dbt var " ~ name ~ " must be set (" ~ allowed_text(rule, spec) ~ ")") }}
     {%- endif -%}
     {%- if 'values' in rule -%}
