@@ -4,7 +4,8 @@
 
     Keys of a var's entry:
       values: [a, b]        one of these (text)
-      type:                 int | number | bool | text | region_list | period
+      type:                 int | number | bool | text | region_list | code_list | period
+      digits:               code_list only: codes of 1 to this many digits (e.g. 5 for communes)
       min / max:            inclusive bounds (int, number); a var name means "that var's value"
       above / below:        exclusive bounds (number)
       optional: true        null (or empty text) is allowed: "not set", see the comment in dbt_project.yml
@@ -129,17 +130,20 @@ trend_gaps:              {values: [restart, consecutive]}
         {%- if value is not string or value | trim == '' -%}
             {{ return("dbt var " ~ name ~ " must be non-empty text; got " ~ shown) }}
         {%- endif -%}
-    {%- elif kind == 'region_list' -%}
+    {%- elif kind in ('region_list', 'code_list') -%}
+        {%- set digits = rule.get('digits', 2) -%}
         {%- set bad = [] -%}
         {%- if value is string or value is mapping or value is not iterable -%}
             {%- do bad.append(value) -%}
         {%- else -%}
-            {%- for code in value if code is boolean or not modules.re.match('^[0-9]{1,2}$', code | string) or (code | int) == 0 -%}
+            {%- for code in value if code is boolean or not modules.re.match('^[0-9]{1,' ~ digits ~ '}$', code | string) or (code | int) == 0 -%}
                 {%- do bad.append(code) -%}
             {%- endfor -%}
         {%- endif -%}
-        {%- if bad -%}
+        {%- if bad and kind == 'region_list' -%}
             {{ return("dbt var " ~ name ~ " must be a list of region codes of 1 or 2 digits, e.g. [13] or [5, 13] ([] = every region in the input); got " ~ shown) }}
+        {%- elif bad -%}
+            {{ return("dbt var " ~ name ~ " must be a list of codes of 1 to " ~ digits ~ " digits ([] = none); got " ~ shown) }}
         {%- endif -%}
     {%- elif kind == 'period' -%}
         {%- set year = '^[0-9]{4}$' -%}
@@ -187,9 +191,9 @@ trend_gaps:              {values: [restart, consecutive]}
         {{ return(value | int) }}
     {%- elif kind == 'number' -%}
         {{ return(value | float) }}
-    {%- elif kind == 'region_list' -%}
+    {%- elif kind in ('region_list', 'code_list') -%}
         {%- set codes = [] -%}
-        {%- for code in value -%}{%- do codes.append("%02d" | format(code | int)) -%}{%- endfor -%}
+        {%- for code in value -%}{%- do codes.append("%0*d" | format(rule.get('digits', 2), code | int)) -%}{%- endfor -%}
         {{ return(codes) }}
     {%- elif kind == 'period' -%}
         {{ return({'start': value['start'] | int, 'end': value['end'] | int}) }}
