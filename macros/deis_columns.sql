@@ -42,5 +42,5 @@
 {#- methods.md: a death with a blank or unknown age unit joins the explicit infant-age-unknown
     bucket (default); var unknown_age_unit_policy: exclude leaves it out of the infant counts. -#}
 {% macro deis_unknown_unit_is_infant() -%}
-    {{ return(var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown') }}
+    {{ return(checked_var('unknown_age_unit_policy') == 'infant_age_unknown') }}
 {%- endmacro %}

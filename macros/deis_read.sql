@@ -34,7 +34,7 @@
 
 {#- The files to read, as inspected by Python; stops the build with the reason if they are not DEIS files. -#}
 {% macro deis_inspect(kind) -%}
-    {%- set path = var('deis_' ~ kind ~ '_path', '') -%}
+    {%- set path = checked_var('deis_' ~ kind ~ '_path') -%}
     {%- if not path -%}
         {{ exceptions.raise_compiler_error(
             "vital_source is deis_microdata but var 'deis_" ~ kind ~ "_path' is not set: "
@@ -50,8 +50,8 @@
     {%- set call -%}
         select imr_deis_inspect(
             {{ deis_quote_literal(path) }}, '{{ kind }}',
-            {{ deis_quote_literal(var('deis_encoding', 'auto')) }},
-            {{ deis_quote_literal(var('deis_cache_dir', 'target/deis_cache')) }})
+            {{ deis_quote_literal(checked_var('deis_encoding')) }},
+            {{ deis_quote_literal(checked_var('deis_cache_dir')) }})
     {%- endset -%}
     {%- set answer = fromjson(run_query(call).columns[0].values()[0]) -%}
     {%- if answer.error -%}

@@ -6,33 +6,10 @@
 -- whether the counts may still enter the region's and the country's sums (methods.md, "Input checks, plausibility and pooling"):
 -- only counts that exist, with a derived count outside [0, live births] by at most
 -- var('derived_count_tolerance') deaths and no implausible rate.
-{% if vital_source() == 'ine_aggregates' %}
-    {% set count_basis = 'derived: INE deaths all ages - DEIS deaths aged 1+' %}
 with counts as (
-    select
-        commune_code,
-        commune_name,
-        year,
-        'imr' as indicator,
-        infant_deaths_derived as deaths,
-        live_births,
-        input_problem as source_problem
-    from {{ ref('int_ine__commune_year_counts') }}
+    -- From the input mode's folder (dbt_project.yml enables one): models/intermediate/<mode>/.
+    select * from {{ ref('int_input__commune_year_counts') }}
 ),
-{% else %}
-    {% set count_basis = 'DEIS microdata: death and birth records' %}
-with counts as (
-    select
-        commune_code,
-        commune_name,
-        year,
-        indicator,
-        deaths,
-        live_births,
-        cast(null as varchar) as source_problem
-    from {{ ref('int_deis__commune_year_counts') }}
-),
-{% endif %}
 
 communes as (
     select commune_code, commune_name, region_code
@@ -66,17 +43,10 @@ known_communes as (
         expected.region_code,
         expected.year,
         expected.indicator,
-        {% if vital_source() == 'ine_aggregates' %}
         counts.deaths,
         counts.live_births,
         case when counts.commune_code is null then 'commune_year_missing' else counts.source_problem end
             as source_problem
-        {% else %}
-        -- In the microdata a commune-year with no record at all had no births and no deaths.
-        coalesce(counts.deaths, 0) as deaths,
-        coalesce(counts.live_births, 0) as live_births,
-        counts.source_problem
-        {% endif %}
     from expected
     left join counts
         on expected.commune_code = counts.commune_code
@@ -130,12 +100,13 @@ select
     indicator,
     deaths,
     live_births,
-    '{{ count_basis }}' as count_basis,
+    input_mode.count_basis,
     count_problem,
     cast(count_deviation as bigint) as count_deviation,
     coalesce(source_problem is null and count_problem is distinct from 'implausible_rate'
         and count_deviation <= {{ int_var('derived_count_tolerance') }}, false) as is_poolable
 from checked
+cross join (select distinct count_basis from counts) as input_mode
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

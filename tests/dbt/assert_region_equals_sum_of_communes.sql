@@ -21,7 +21,7 @@ select published.area_level, published.area_code, published.year, published.indi
     published.deaths, expected.deaths as expected_deaths,
     published.live_births, expected.live_births as expected_live_births
 from published
-join expected using (area_level, area_code, year, indicator)
+inner join expected using (area_level, area_code, year, indicator)
 where (published.live_births is not null and published.live_births is distinct from expected.live_births)
     or (published.deaths is not null and published.deaths is distinct from expected.deaths)
     or (published.live_births is null and published.unavailable_reason is null)

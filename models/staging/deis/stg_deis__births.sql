@@ -1,4 +1,4 @@
-{{ config(enabled = var('vital_source') == 'deis_microdata', materialized = 'table') }}
+{{ config(materialized = 'table') }}
 
 -- One row per record of the DEIS births base(s), nothing dropped. The commune is the mother's
 -- commune of residence; record_problem says why a record cannot be counted in a commune-year.

@@ -1,4 +1,4 @@
-{{ config(enabled = var('vital_source') == 'deis_microdata', materialized = 'table') }}
+{{ config(materialized = 'table') }}
 
 -- One row per record of the DEIS deaths file(s), nothing dropped. Ages are classified for the
 -- infant indicators (docs/deis-layouts.md); a record that cannot be counted cleanly says why in

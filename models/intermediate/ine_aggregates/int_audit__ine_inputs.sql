@@ -1,6 +1,5 @@
 -- Bundled-data mode: problems in the input files themselves, each with its file and line, and
 -- facts about the inputs that are not count problems.
-{{ config(enabled = var('vital_source') == 'ine_aggregates') }}
 
 {% set consequences = {
     'blank_line': 'blank line: holds no value; ignored',

@@ -1,4 +1,3 @@
-{{ config(enabled = var('vital_source') == 'ine_aggregates') }}
 -- Bundled-data mode: infant deaths by commune and year are DERIVED as
 -- INE deaths of all ages minus DEIS deaths aged 1+ (the only real commune-level source here).
 -- The difference is kept signed: a negative value is a data error reported downstream, not clamped.

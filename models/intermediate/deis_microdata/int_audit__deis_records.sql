@@ -1,7 +1,6 @@
 -- Microdata mode: one audit row per record with a problem (file and line), and totals per
 -- problem plus read/assigned totals, so that the counts reconcile with the input row counts.
 -- The descriptive text is built for problem records only; the totals are plain counts.
-{{ config(enabled = var('vital_source') == 'deis_microdata') }}
 
 with death_problems as (
     select
@@ -53,7 +52,7 @@ birth_problems as (
                 then 'birth not assigned to any commune-year: in no denominator (see the total row)'
             else 'counted by ANO_NAC and commune; the date itself is not used'
         end as consequence,
-        not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results
+        not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results  -- noqa: LT01, LT06
     from {{ ref('stg_deis__births') }}
     where record_problem is not null
 ),

@@ -1,7 +1,6 @@
 -- Microdata mode: deaths under one year and live births per commune of residence and year,
 -- counted in one pass over each staging table. Records without a usable year or a known
 -- commune cannot be assigned; they are left out here and totalled in audit_data_quality.
-{{ config(enabled = var('vital_source') == 'deis_microdata') }}
 
 with assignable_deaths as (
     select
