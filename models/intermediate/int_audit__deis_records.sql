@@ -1,9 +1,18 @@
 -- Microdata mode: one audit row per record with a problem (file and line), and totals per
--- problem plus read/assigned totals, so that the counts reconcile with the input row counts.
--- The descriptive text is built for problem records only; the totals are plain counts.
+-- problem plus read/assigned totals, so that the counts reconcile with the input row counts;
+-- records counted under a current commune through the historical-code crosswalk are totalled per
+-- old code. The descriptive text is built for problem records only; the totals are plain counts.
 {{ config(enabled = var('vital_source') == 'deis_microdata') }}
 
-with death_problems as (
+with deaths as (
+    select * from {{ ref('stg_deis__deaths') }}
+),
+
+births as (
+    select * from {{ ref('stg_deis__births') }}
+),
+
+death_problems as (
     select
         'deis_deaths_microdata' as source,
         source_file,
@@ -11,28 +20,31 @@ with death_problems as (
         commune_code,
         year_of_death as year,
         record_problem,
-        'ANO_DEF=' || coalesce(cast(year_of_death as varchar), '?')
+        'ANO_DEF=' || coalesce(year_as_read, 'blank')
             || ' FECHA_DEF=' || coalesce(cast(date_of_death as varchar), '?')
-            || ' EDAD_TIPO=' || coalesce(cast(age_unit_code as varchar), 'blank')
-            || ' EDAD_CANT=' || coalesce(cast(age_amount as varchar), 'blank')
-            || ' COMUNA=' || coalesce(commune_code, 'blank') as observed_value,
+            || ' EDAD_TIPO=' || coalesce(nullif(age_unit_as_read, ''), 'blank')
+            || ' EDAD_CANT=' || coalesce(nullif(age_amount_as_read, ''), 'blank')
+            || ' COMUNA=' || coalesce(commune_code_as_read, 'blank')
+            || coalesce(' REG_RES=' || region_code, '') as observed_value,
         case
             when not {{ deis_is_assignable('record_problem', 'year_of_death') }}
                 then 'death not assigned to any commune-year: in no rate (see the total row)'
             when record_problem = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }}
-                then 'counted as an infant death of unknown age: in imr, in no component (methods.md)'
+                then 'counted as an infant death of unknown age: in imr, in no component (var unknown_age_unit_policy = infant_age_unknown)'
             when record_problem = 'age_unit_unknown'
-                then 'age unit unknown: not counted as an infant death (var unknown_age_unit_policy = exclude)'
+                then 'age unit unknown: cannot be placed inside or outside the first year; in no infant indicator (methods.md)'
             when record_problem = 'infant_age_month_zero'
                 then 'counted as an infant death of unknown age: in imr, in no component'
             when record_problem = 'age_out_of_range'
                 then 'age outside its unit''s range: classified by its value on the day scale, flagged'
+            when record_problem = 'region_mismatch'
+                then 'REG_RES disagrees with the region of the commune code: counted by the commune'
             else 'counted by ANO_DEF and commune; the date itself is not used'
         end as consequence,
         not {{ deis_is_assignable('record_problem', 'year_of_death') }}
             or record_problem in ('age_unit_unknown', 'infant_age_month_zero', 'age_out_of_range')
             as affects_results
-    from {{ ref('stg_deis__deaths') }}
+    from deaths
     where record_problem is not null
 ),
 
@@ -44,17 +56,20 @@ birth_problems as (
         commune_code,
         birth_year as year,
         record_problem,
-        'ANO_NAC=' || coalesce(cast(birth_year as varchar), '?')
+        'ANO_NAC=' || coalesce(year_as_read, 'blank')
             || ' MES_NAC=' || coalesce(cast(birth_month as varchar), '?')
             || ' DIA_NAC=' || coalesce(cast(birth_day as varchar), '?')
-            || ' COMUNA=' || coalesce(commune_code, 'blank') as observed_value,
+            || ' COMUNA=' || coalesce(commune_code_as_read, 'blank')
+            || coalesce(' REG_RES=' || region_code, '') as observed_value,
         case
             when not {{ deis_is_assignable('record_problem', 'birth_year') }}
                 then 'birth not assigned to any commune-year: in no denominator (see the total row)'
+            when record_problem = 'region_mismatch'
+                then 'the region code disagrees with the region of the commune code: counted by the commune'
             else 'counted by ANO_NAC and commune; the date itself is not used'
         end as consequence,
         not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results
-    from {{ ref('stg_deis__births') }}
+    from births
     where record_problem is not null
 ),
 
@@ -86,6 +101,28 @@ problem_totals as (
     group by source, record_problem
 ),
 
+-- Historical codes mapped to current communes: one row per source, old code and year.
+mapped_codes as (
+    select 'deis_deaths_microdata' as source, commune_code_as_read, commune_code, year_of_death as year
+    from deaths where commune_code_mapping = 'renumbered'
+    union all
+    select 'deis_births_microdata', commune_code_as_read, commune_code, birth_year
+    from births where commune_code_mapping = 'renumbered'
+),
+
+mapping_rows as (
+    select
+        source, cast(null as varchar) as source_file, cast(null as bigint) as source_line,
+        'code ' || commune_code_as_read || ' in ' || cast(year as varchar) as record_key,
+        commune_code, year, cast(null as varchar) as indicator, 'commune_code_mapped' as check_name,
+        cast(count(*) as varchar) || ' records with historical code ' || commune_code_as_read as observed_value,
+        count(*) as records_affected,
+        'counted under the current commune ' || commune_code || ' (seed commune_code_crosswalk)' as consequence,
+        false as affects_results
+    from mapped_codes
+    group by source, commune_code_as_read, commune_code, year
+),
+
 -- records_read = records_assigned + the records of the unassignable checks.
 input_totals as (
     select
@@ -93,13 +130,13 @@ input_totals as (
         count(*) as records_read,
         sum(case when {{ deis_is_assignable('record_problem', 'year_of_death') }} then 1 else 0 end)
             as records_assigned
-    from {{ ref('stg_deis__deaths') }}
+    from deaths
     union all
     select
         'deis_births_microdata',
         count(*),
         sum(case when {{ deis_is_assignable('record_problem', 'birth_year') }} then 1 else 0 end)
-    from {{ ref('stg_deis__births') }}
+    from births
 ),
 
 reconciliation as (
@@ -122,5 +159,7 @@ reconciliation as (
 select * from problem_rows
 union all
 select * from problem_totals
+union all
+select * from mapping_rows
 union all
 select * from reconciliation

@@ -22,7 +22,7 @@ with counts as (
     from {{ ref('int_ine__commune_year_counts') }}
 ),
 {% else %}
-    {% set count_basis = 'DEIS microdata: death and birth records' %}
+    {% set count_basis = deis_count_basis() %}
 with counts as (
     select
         commune_code,
