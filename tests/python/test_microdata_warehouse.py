@@ -26,7 +26,7 @@ def generated_rm_warehouse(tmp_path_factory):
     out = tmp / "files"
     generate(Options(out_dir=out, regions=("13",), years=tuple(range(2010, 2020)), zip_deaths=True,
                      project_dir=REPO_ROOT))
-    deaths = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*.zip"))
+    deaths = next(out.glob("synthetic_deis_deaths_*.zip"))
     path = tmp / "micro.duckdb"
     run_dbt(["build"], path, microdata_vars(deaths, out / "nacimientos", tmp / "cache"))
     return path
@@ -174,7 +174,7 @@ def test_hand_made_edge_cases_give_the_counts_worked_out_by_hand(tmp_path, polic
 def test_each_kind_of_bad_record_is_audited_with_file_and_line(tmp_path):
     out = tmp_path / "files"
     generate(Options(out_dir=out, regions=("13",), years=(2019,), inject_bad_records=True, project_dir=REPO_ROOT))
-    deaths = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))
+    deaths = next(out.glob("synthetic_deis_deaths_*"))
     path = tmp_path / "bad.duckdb"
     run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_data_quality"], path,
             microdata_vars(deaths, out / "nacimientos", tmp_path / "cache"))
