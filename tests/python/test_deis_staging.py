@@ -170,8 +170,8 @@ def test_a_file_that_is_not_deis_stops_the_build(tmp_path):
                      {"vital_source": "deis_microdata", "deis_deaths_path": str(malformed),
                       "deis_births_path": str(FIXTURES / "births_headerless_latin1.csv")}, check=False)
     assert result.returncode != 0
-    assert f"{malformed}: line 1 has 5 column(s) and no header; expected a ';'-separated DEIS deaths file" \
-        in result.stdout
+    assert (f"{malformed}: the header does not name the DEIS deaths column(s) EDAD_TIPO, EDAD_CANT, "
+            "CODIGO_COMUNA_RESIDENCIA") in result.stdout
 
 
 def test_the_default_build_reads_no_deis_file(tmp_path):
@@ -184,7 +184,7 @@ def test_the_default_build_reads_no_deis_file(tmp_path):
     (b"", "the file is empty"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary content (NUL bytes)"),
     (b"anio,codigo_comuna,evento\n2010,13101,nacimiento\n", "the separator looks like ',' or a tab"),
-    ("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode(), "line 1 has 2 column(s)"),
+    ("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode(), "the header does not name the DEIS deaths column(s) EDAD_TIPO"),
 ])
 def test_non_deis_deaths_files_are_refused(tmp_path, content, message):
     path = tmp_path / "input.csv"
