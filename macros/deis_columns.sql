@@ -25,7 +25,8 @@
 {%- endmacro %}
 
 
-{#- The year of a record, or NULL when it is not a whole number inside [year_min, year_max]. -#}
+{#- The year of a record, or NULL when it is not a whole number inside [input_year_min,
+    input_year_max] (the range declared for every input, issue 18). -#}
 {% macro deis_year(column) -%}
     case when {{ deis_whole_number(column) }} between {{ deis_year_min() }} and {{ deis_year_max() }}
         then {{ deis_whole_number(column) }} end
@@ -39,10 +40,11 @@
     end
 {%- endmacro %}
 
-{% macro deis_year_min() -%}{{ int_var('year_min') }}{%- endmacro %}
+{% macro deis_year_min() -%}{{ int_var('input_year_min') }}{%- endmacro %}
 
+{#- An empty input_year_max is the current year. -#}
 {% macro deis_year_max() -%}
-    {%- if var('year_max') is none -%}cast(extract(year from current_date) as integer){%- else -%}{{ int_var('year_max') }}{%- endif -%}
+    {%- if var('input_year_max') is none or var('input_year_max') == '' -%}cast(extract(year from current_date) as integer){%- else -%}{{ int_var('input_year_max') }}{%- endif -%}
 {%- endmacro %}
 
 

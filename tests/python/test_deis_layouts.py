@@ -18,6 +18,8 @@ x3, Ñuñoa x2; 2017 Chillán 16101 x2, Ñuñoa x5.
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
@@ -38,10 +40,13 @@ HAND = {
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
+    # In a folder whose name has an apostrophe and non-ASCII letters: every var reaches SQL quoted.
     tmp = tmp_path_factory.mktemp("mixed_layouts")
+    folder = tmp / "región O'Higgins"
+    shutil.copytree(MIXED, folder)
     database = tmp / "mixed.duckdb"
-    run_dbt(["build"], database, {"vital_source": "deis_microdata", "deis_deaths_path": str(MIXED / "deaths"),
-                                  "deis_births_path": str(MIXED / "births"), "deis_cache_dir": str(tmp / "cache")})
+    run_dbt(["build"], database, {"vital_source": "deis_microdata", "deis_deaths_path": str(folder / "deaths"),
+                                  "deis_births_path": str(folder / "births"), "deis_cache_dir": str(tmp / "caché'")})
     return database
 
 
@@ -72,6 +77,9 @@ def test_layouts_are_detected_per_file_and_every_line_is_read(mixed):
     ]
     basis = query(mixed, "select distinct count_basis from marts.fct_rates_commune_year")
     assert basis == [("DEIS microdata: death and birth records",)]
+    (folder,), = query(mixed, "select distinct regexp_extract(entry, '/([^/]+)/deaths/', 1) from marts.audit_input_files "
+                              "where input = 'deis_deaths'")
+    assert folder == "región O'Higgins"
 
 
 def test_historical_codes_count_under_the_current_commune_and_the_mapping_is_audited(mixed):
