@@ -203,3 +203,28 @@ def test_a_zip_bomb_is_refused_before_it_is_unpacked(clean, tmp_path):
     assert_stops(tmp_path, archive, files / "nacimientos", "bomb.zip/defunciones.csv", "ZIP bomb")
     unpacked = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
     assert unpacked == 0
+
+
+# --- The pieces, without dbt ----------------------------------------------------------------
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+def test_blank_lines_are_found_wherever_chunks_split_them(tmp_path, monkeypatch, chunk):
+    from infant_mortality import deis_files
+    monkeypatch.setattr(deis_files, "CHUNK", chunk)
+    path = tmp_path / "f.csv"
+    path.write_bytes(b"\na;b\n\n\nc;d\r\n\r\ne;f\n\n")   # blank: 1, 3, 4, 6, 8; 8 lines
+    lines, blank, _, size = deis_files.scan_lines(str(path))
+    assert (lines, blank, size) == (8, (1, 3, 4, 6, 8), 19)
+    path.write_bytes(b"a;b\nc;d")                       # last line without its line end
+    assert deis_files.scan_lines(str(path))[:2] == (2, ())
+
+
+@pytest.mark.parametrize("name", ["../x.csv", "/etc/x.csv", "a/../../x.csv", "C:/x.csv", "..\\x.csv"])
+def test_every_way_out_of_the_cache_is_refused(tmp_path, name):
+    from infant_mortality import deis_files
+    archive = tmp_path / "a.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(name, "ANO_DEF\n")
+    with pytest.raises(deis_files.DeisFileError, match="zip slip"):
+        deis_files.inspect(str(archive), "deaths", cache_dir=tmp_path / "cache")
+    assert not [p for p in tmp_path.rglob("x.csv")]
