@@ -123,6 +123,56 @@ mapping_rows as (
     group by source, commune_code_as_read, commune_code, year
 ),
 
+-- Optional control totals (var deis_births_control_path): births counted per current region and
+-- year against the control file; a difference is an audit row (the counts are not changed).
+{% set control = [] %}
+{% if execute and var('deis_births_control_path') %}
+    {% set answer = fromjson(run_query("select imr_births_control(" ~ string_var('deis_births_control_path') ~ ")").columns[0].values()[0]) %}
+    {% if answer.error %}
+        {{ exceptions.raise_compiler_error(answer.error) }}
+    {% endif %}
+    {% do control.extend(answer.totals) %}
+{% endif %}
+control_totals as (
+    {%- for row in control %}
+    select {{ sql_string(row.region) }} as region_code, cast({{ row.year }} as integer) as year,
+        cast({{ row.births }} as bigint) as control_births
+    {{ "union all" if not loop.last }}
+    {%- endfor %}
+    {%- if not control %}
+    select cast(null as varchar) as region_code, cast(null as integer) as year, cast(null as bigint) as control_births
+    where false
+    {%- endif %}
+),
+
+counted_by_region as (
+    select communes.codigo_region as region_code, births.birth_year as year, count(*) as counted_births
+    from births
+    inner join {{ ref('communes_chile') }} as communes on births.commune_code = communes.codigo_comuna
+    where {{ deis_is_assignable('births.record_problem', 'births.birth_year') }}
+    group by communes.codigo_region, births.birth_year
+),
+
+control_rows as (
+    select
+        'deis_births_microdata' as source, cast(null as varchar) as source_file, cast(null as bigint) as source_line,
+        'region=' || control_totals.region_code || ' year=' || cast(control_totals.year as varchar) as record_key,
+        cast(null as varchar) as commune_code, control_totals.year, cast(null as varchar) as indicator,
+        'births_control_difference' as check_name,
+        'control ' || cast(control_totals.control_births as varchar) || ', counted '
+            || cast(coalesce(counted_by_region.counted_births, 0) as varchar) as observed_value,
+        abs(control_totals.control_births - coalesce(counted_by_region.counted_births, 0)) as records_affected,
+        'births counted from the per-year bases differ from the control total for the region (current regions); '
+            || 'the counts are not changed' as consequence,
+        false as affects_results
+    from control_totals
+    left join counted_by_region
+        on control_totals.region_code = counted_by_region.region_code and control_totals.year = counted_by_region.year
+    -- Only years the bases cover: a control file usually spans more years.
+    where control_totals.year in (select distinct birth_year from births)
+        and control_totals.control_births <> coalesce(counted_by_region.counted_births, 0)
+),
+
 -- records_read = records_assigned + the records of the unassignable checks.
 input_totals as (
     select
@@ -161,5 +211,7 @@ union all
 select * from problem_totals
 union all
 select * from mapping_rows
+union all
+select * from control_rows
 union all
 select * from reconciliation

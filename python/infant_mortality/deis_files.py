@@ -621,14 +621,69 @@ def raw_files_json(folder: str, used: str) -> str:
     return json.dumps({"entries": rows}, ensure_ascii=False)
 
 
+CONTROL_NAMES = {
+    "year": ("AÑO", "ANO", "ANIO", "ANO_NAC", "AÑO_NAC", "YEAR"),
+    "region": ("REGION", "REG_RES", "COD_REGION", "CODIGO_REGION", "REGION_RESIDENCIA"),
+    "births": ("NACIMIENTOS", "TOTAL", "BIRTHS", "CANTIDAD", "N"),
+}
+
+
+def control_totals(path: str) -> list[dict]:
+    """Births per year and region from a control file (e.g. the open series Serie_Nacimientos_*).
+
+    The file is ';'- or ','-separated with a header naming the year, the region code and the
+    births count (CONTROL_NAMES); rows are summed per year and region (so rows by sex add up),
+    and every value must be a whole number, or DeisFileError names the file and line.
+    """
+    encoding = detect_encoding(path)
+    with open(path, encoding=encoding, newline="") as handle:
+        text = handle.read().lstrip("\ufeff")
+    rows = text.splitlines()
+    if not rows:
+        raise DeisFileError(f"{path}: the births control file is empty")
+    delimiter = ";" if rows[0].count(";") >= rows[0].count(",") else ","
+    header = [_normalise_name(name) for name in rows[0].split(delimiter)]
+    where = {}
+    for role, names in CONTROL_NAMES.items():
+        found = [i for i, name in enumerate(header) if name in names]
+        if not found:
+            raise DeisFileError(f"{path}: the births control file needs a column for the {role} "
+                                f"(one of {', '.join(names)}); header found: {rows[0]}")
+        where[role] = found[0]
+    totals: dict[tuple[int, str], int] = {}
+    for number, line in enumerate(rows[1:], start=2):
+        if not line.strip():
+            continue
+        fields = [field.strip() for field in line.split(delimiter)]
+        values = {}
+        for role, index in where.items():
+            value = fields[index] if index < len(fields) else ""
+            if not re.fullmatch(r"[0-9]{1,9}", value):
+                raise DeisFileError(f"{path} line {number}: {header[index]} {value!r} is not a whole number")
+            values[role] = int(value)
+        key = (values["year"], str(values["region"]).zfill(2))
+        totals[key] = totals.get(key, 0) + values["births"]
+    return [{"year": year, "region": region, "births": births} for (year, region), births in sorted(totals.items())]
+
+
+def control_totals_json(path: str) -> str:
+    try:
+        return json.dumps({"totals": control_totals(path)})
+    except (DeisFileError, OSError) as error:
+        return json.dumps({"error": f"DEIS births control totals: {error}"}, ensure_ascii=False)
+
+
 def register_functions(conn) -> None:
     """Create `imr_deis_inspect(path, kind, encoding, cache_dir, options) -> VARCHAR` (JSON) and
-    `imr_raw_files(folder, used) -> VARCHAR` (JSON) on a connection."""
+    `imr_raw_files(folder, used) -> VARCHAR` and `imr_births_control(path) -> VARCHAR` (JSON)
+    on a connection."""
     conn.create_function(
         "imr_deis_inspect", inspect_json, ["VARCHAR"] * 5, "VARCHAR",
         side_effects=True,  # unpacks ZIPs into the cache; never constant-fold or cache the call
     )
     conn.create_function("imr_raw_files", raw_files_json, ["VARCHAR", "VARCHAR"], "VARCHAR",
+                         side_effects=True)
+    conn.create_function("imr_births_control", control_totals_json, ["VARCHAR"], "VARCHAR",
                          side_effects=True)
 
 
