@@ -540,7 +540,7 @@ def inspect_all(spec: str, kind: str, encoding: str = "auto", cache_dir: str | o
         else:
             found = sniff_file(path, kind, encoding)
             result.files.append(found)
-            result.entries.append(Entry(path, "file", "read", os.path.getsize(path), found.sha256))
+            result.entries.append(Entry(path, "file", "read", found.size_bytes, found.sha256))
     _refuse_duplicates(result.files)
     return result
 
