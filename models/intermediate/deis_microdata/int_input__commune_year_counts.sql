@@ -31,7 +31,7 @@ select
     cast(coalesce(counts.deaths, 0) as bigint) as deaths,
     cast(coalesce(counts.live_births, 0) as bigint) as live_births,
     cast(null as varchar) as source_problem,
-    'DEIS microdata: death and birth records' as count_basis
+    {{ sql_string(deis_count_basis()) }} as count_basis
 from grid
 full outer join counts
     on grid.commune_code = counts.commune_code
