@@ -604,20 +604,17 @@ def raw_files_json(folder: str, used: str) -> str:
     not read.
     """
     read = set(json.loads(used or "[]"))
+    if not os.path.isdir(folder):
+        return json.dumps({"error": f"raw_data_dir {folder}: not a folder"}, ensure_ascii=False)
     rows = []
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError as error:
-        return json.dumps({"error": f"raw_data_dir {folder}: {error}"}, ensure_ascii=False)
-    for name in names:
-        path = os.path.join(folder, name)
-        if os.path.isdir(path):
-            rows.append({"entry": path, "entry_type": "folder", "action": "not read: sub-folder"})
-            continue
-        lines, blank, digest, size = scan_lines(path)
-        rows.append({"entry": path, "entry_type": "file", "size_bytes": size, "sha256": digest,
-                     "lines": lines, "blank_lines": len(blank),
-                     "action": "read" if name in read else "not read: no dbt source uses this file"})
+    # Sub-folders too (data/raw/covariates): every file the build could read is listed.
+    for root, _, names in sorted(os.walk(folder)):
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            lines, blank, digest, size = scan_lines(path)
+            rows.append({"entry": path, "entry_type": "file", "size_bytes": size, "sha256": digest,
+                         "lines": lines, "blank_lines": len(blank),
+                         "action": "read" if name in read else "not read: no dbt source uses this file"})
     return json.dumps({"entries": rows}, ensure_ascii=False)
 
 
