@@ -277,11 +277,11 @@ def apply_default_visibility(fig: go.Figure, visible: list[bool]) -> None:
         trace.visible = vis
 
 
-def narrow_layout(fig: go.Figure, extra: dict | None = None) -> dict:
+def narrow_layout(fig: go.Figure | None, extra: dict | None = None) -> dict:
     """Layout changes (plotly attribute paths) for a figure drawn under NARROW_PX: smaller type,
     the dropdown moved to the left under the title, thin side margins."""
     out = {"font.size": 11, "title.font.size": 12, "legend.font.size": 10, "margin.r": 10}
-    for k, menu in enumerate(fig.layout.updatemenus or ()):
+    for k, menu in enumerate(fig.layout.updatemenus if fig is not None else ()):
         out.update({f"updatemenus[{k}].x": 0, f"updatemenus[{k}].xanchor": "left",
                     f"updatemenus[{k}].font.size": 11})
     out.update(extra or {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import gzip
+import json
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -31,7 +32,7 @@ from infant_mortality.report.common import (
 from infant_mortality.report.funnel import funnel_figure
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
 from infant_mortality.report.ranking import ranking_figure
-from infant_mortality.report.tables import audit_html, comparison_table_html, esc
+from infant_mortality.report.tables import audit_html, comparison_table, esc
 from infant_mortality.report.trends import trends_figure
 
 # The region shown first: the Metropolitan Region, the study's.
@@ -44,6 +45,9 @@ def static_text(name: str) -> str:
 
 
 def figure_json(fig) -> str:
+    """A figure's JSON; plain dicts (built without plotly's objects) are written as they are."""
+    if isinstance(fig, dict):
+        return json.dumps(fig, separators=(",", ":"), allow_nan=False)
     return pio.to_json(fig, validate=True, pretty=False, remove_uids=True)
 
 
@@ -53,19 +57,21 @@ def encode_spec(text: str) -> str:
 
 
 def decode_spec(text: str) -> dict:
-    import json
-
     return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
 
 
 class FigureStore:
-    """Collects figure specs; `div()` returns the placeholder, `scripts()` the data elements."""
+    """Collects the figures' and tables' data; `div()` returns a figure's placeholder,
+    `scripts()` the data elements (`<id>-data`)."""
 
     def __init__(self):
         self.specs: dict[str, str] = {}
 
+    def add(self, data_id: str, value) -> None:
+        self.specs[data_id] = encode_spec(figure_json(value))
+
     def div(self, fig_id: str, fig) -> str:
-        self.specs[fig_id] = encode_spec(figure_json(fig))
+        self.add(fig_id, fig)
         return f'<div class="figure" id="{fig_id}" data-fig="{fig_id}-data"></div>'
 
     def scripts(self) -> str:
@@ -168,7 +174,7 @@ def _series(rates: pd.DataFrame, trends_w: pd.DataFrame, level: str, areas, ind:
 def region_figures(marts: Marts, region_code: str) -> RegionFigures:
     """All figures of one region (also used for the screenshots)."""
     comp = marts.comparison[marts.comparison.region_code == region_code]
-    region_name = str(comp.region_name.iloc[0])
+    region_name = str(comp.region_name.dropna().iloc[0])
     area_periods = marts.area_rates[(marts.area_rates.area_level == "region")
                                     & (marts.area_rates.area_code == region_code)]
     windows = trend_windows(marts.trends)
@@ -204,8 +210,8 @@ def _trend_caption(ind: str, window, fits: list[str], area: str, count_basis: st
     )
 
 
-def _fit_methods(fig) -> list[str]:
-    return [t.meta["line_method"] for t in fig.data if (t.meta or {}).get("kind") == "fit"]
+def _fit_methods(fig: dict) -> list[str]:
+    return [t["meta"]["line_method"] for t in fig["data"] if t["meta"].get("kind") == "fit"]
 
 
 def _trend_blocks(store: FigureStore, figs: dict, prefix: str, windows: dict, area: str, count_basis: str) -> list[str]:
@@ -322,7 +328,9 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
         "excess deaths compare the commune with the whole region; <i>RR vs rest</i>, the mid-p value and <i>vs rest</i> "
         "compare it with the rest of the region (the region minus the commune). Rank 1 is the highest rate.</p>"
     )
-    parts.append(comparison_table_html(f"comparison-table-{code}", comp, combos))
+    table_html, table_rows = comparison_table(f"comparison-table-{code}", comp, combos)
+    store.add(f"comparison-table-{code}", table_rows)
+    parts.append(table_html)
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -335,8 +343,10 @@ def build_html(marts: Marts) -> str:
     if marts.indicators:
         use_indicators(marts.indicators)
     comparison = marts.comparison
-    regions = list(comparison[["region_code", "region_name"]].drop_duplicates().sort_values("region_code")
-                   .itertuples(index=False))
+    # Region names as the region's own rows carry them (one per region).
+    names = (marts.rates[marts.rates.area_level == "region"].drop_duplicates("area_code")
+             .set_index("area_code")["area_name"].to_dict())
+    regions = [(code, names.get(code, code)) for code in sorted(comparison["region_code"].dropna().unique())]
     codes = [c for c, _ in regions]
     first = DEFAULT_REGION if DEFAULT_REGION in codes else codes[0]
     present = indicator_order(comparison["indicator"].unique())
@@ -371,7 +381,6 @@ def build_html(marts: Marts) -> str:
 <title>{esc(title)}: {esc(scope)} {period}</title>
 <style>{static_text("report.css")}</style>
 <script>{static_text("errors.js")}</script>
-<script>{get_plotlyjs()}</script>
 </head>
 <body>
 <header>
@@ -395,6 +404,7 @@ transparency only.</p>
 <footer>Report generated by <code>python -m infant_mortality.report</code>. All data and plotly.js are embedded in this
 file; it needs no internet connection. Methods: <code>docs/methods.md</code>.</footer>
 </main>
+<script type="application/octet-stream" id="plotly-js">{encode_spec(get_plotlyjs())}</script>
 {store.scripts()}
 <script>{static_text("report.js")}</script>
 </body>

@@ -51,7 +51,10 @@ COMPARISON_COLUMNS = [
 ]
 
 
-def comparison_table_html(table_id: str, comparison: pd.DataFrame, combos) -> str:
+def comparison_table(table_id: str, comparison: pd.DataFrame, combos) -> tuple[str, dict]:
+    """The table's HTML (header and filter; the body is filled by report.js when the region is
+    shown) and its rows: each row is [combo key, cells], a cell a text or [text, sort value,
+    class]. Texts are formatted here, so the page and the table format numbers alike."""
     order = {c.key: i for i, c in enumerate(combos)}
     df = comparison.assign(
         _combo=[f"{r.indicator}|{int(r.period_start)}|{int(r.period_end)}" for r in comparison.itertuples()]
@@ -61,32 +64,34 @@ def comparison_table_html(table_id: str, comparison: pd.DataFrame, combos) -> st
     rows = []
     for r in df.to_dict("records"):
         cells = []
-        for label, col, digits in COMPARISON_COLUMNS:
+        for _, col, digits in COMPARISON_COLUMNS:
             v = r[col]
             if col == "indicator":
-                cells.append(_cell(v, indicator_short(v)))
+                cells.append(indicator_short(v))
             elif col == "p_value":
-                cells.append(_cell(v, fmt_p(v), numeric=True))
+                cells.append([fmt_p(v), num(v)])
             elif col == "is_unreliable":
-                cells.append(_cell(v, "yes" if bool(v) else ""))
+                cells.append("yes" if v is True or v == 1 else "")
             elif col == "comparison":
-                cells.append(_cell(v, v, cls=v if v in ("higher", "lower") else None))
+                v = v if isinstance(v, str) else ""
+                cells.append([v, None, v if v in ("higher", "lower") else None])
             elif digits is None:
-                cells.append(_cell(v))
+                cells.append("" if v is None or (isinstance(v, float) and v != v) else str(v))
             else:
                 signed = col in ("excess_rate_per_1000", "attributable_percent", "excess_deaths")
-                cells.append(_cell(v, fmt(v, digits, signed=signed, thousands=digits == 0), numeric=True))
-        rows.append(f'<tr data-combo="{esc(r["_combo"])}">{"".join(cells)}</tr>')
+                cells.append([fmt(v, digits, signed=signed, thousands=digits == 0), num(v)])
+        rows.append([r["_combo"], cells])
     options = "".join(
         f'<option value="{esc(c.key)}"{" selected" if i == 0 else ""}>{esc(c.label)}</option>'
         for i, c in enumerate(combos)
     ) + '<option value="">all indicators and periods</option>'
-    return (
+    html_ = (
         f'<p>Show: <select class="table-filter" data-table="{table_id}">{options}</select> '
         "(click a column header to sort)</p>"
-        f'<div class="table-wrap"><table class="data sortable" id="{table_id}"><thead><tr>{head}</tr></thead>'
-        f'<tbody>{"".join(rows)}</tbody></table></div>'
+        f'<div class="table-wrap"><table class="data sortable" id="{table_id}" data-rows="{table_id}-data">'
+        f"<thead><tr>{head}</tr></thead><tbody></tbody></table></div>"
     )
+    return html_, {"rows": rows}
 
 
 def audit_html(audit: pd.DataFrame, communes: pd.DataFrame) -> str:

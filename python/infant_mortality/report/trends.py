@@ -10,7 +10,6 @@ import warnings
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from infant_mortality.report.common import (
     FONT,
@@ -83,13 +82,15 @@ def trends_figure(
     series: list[tuple[str, str, pd.DataFrame, dict | None]],
     indicator: str,
     region_code: str,
-) -> go.Figure:
+) -> dict:
     """Small multiples of yearly rates (points, 95% CI whiskers) with the fitted trend line.
 
     `series` is a list of (area_code, area_name, yearly rows of `fct_rates_commune_year`,
-    `fct_trends` row or None), the reference area (region or country) first.
+    `fct_trends` row or None), the reference area (region or country) first. Returns the
+    figure as a plain plotly dict (data, layout): with a country's worth of panels, plotly's
+    Python objects would take most of the report's build time validating them.
     """
-    fig = go.Figure()
+    data: list[dict] = []
     all_years = pd.concat([s[2]["year"] for s in series]) if series else pd.Series([2000])
     x_range = [float(all_years.min()) - 0.6, float(all_years.max()) + 0.6]
     layout: dict = {}
@@ -105,8 +106,9 @@ def trends_figure(
                                 y=1.0, xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=12)))
         rows = rows.sort_values("year")
         rate = rows["rate_per_1000"].to_numpy(float)
-        fig.add_trace(
-            go.Scatter(
+        data.append(
+            dict(
+                type="scatter",
                 x=[int(y) for y in rows["year"]],
                 y=nums(rate),
                 xaxis=xa,
@@ -141,8 +143,9 @@ def trends_figure(
                 method = "refit"
         if grid is not None:
             cls = trend.get("trend") or "stationary"
-            fig.add_trace(
-                go.Scatter(
+            data.append(
+                dict(
+                    type="scatter",
                     x=nums(grid),
                     y=nums(fitted),
                     xaxis=xa,
@@ -160,8 +163,7 @@ def trends_figure(
                               apc=num(trend.get("apc")), trend=cls),
                 )
             )
-    fig.update_layout(**base_layout(margin=dict(l=50, r=20, t=60, b=40), showlegend=False, font=FONT,
-                                    annotations=annotations, **layout))
-    fig.layout.meta = dict(grid=dict(GRID, n=len(series)),
-                           narrow=narrow_layout(fig, {"margin.l": 40, "margin.r": 12}))
-    return fig
+    layout = base_layout(margin=dict(l=50, r=20, t=60, b=40), showlegend=False, font=FONT, annotations=annotations,
+                         **layout)
+    layout["meta"] = dict(grid=dict(GRID, n=len(series)), narrow=narrow_layout(None, {"margin.l": 40, "margin.r": 12}))
+    return dict(data=data, layout=layout)

@@ -1,7 +1,7 @@
 // Draws the report's figures and runs its controls (inlined into the HTML after the data).
 //
-// Each figure's plotly spec is embedded gzip-compressed and base64-encoded in a
-// <script type="application/octet-stream" id="fig-...-data"> element and decoded when the
+// plotly.js and each figure's spec are embedded gzip-compressed and base64-encoded in a
+// application/octet-stream script element (id: the figure id + "-data"), decoded when the
 // figure is first shown (its region selected, its <details> opened). Below NARROW_PX a
 // figure gets the changes listed in its layout.meta.narrow / trace meta.narrow; small
 // multiples (layout.meta.grid) get as many columns as their width holds.
@@ -11,12 +11,21 @@
   var config = {responsive: true, displaylogo: false, scrollZoom: false,
                 toImageButtonOptions: {format: 'png', scale: 2}};
 
-  function decodeSpec(id) {
+  function decodeText(id) {
     var el = document.getElementById(id);
     var bytes = Uint8Array.from(atob(el.textContent.trim()), function (c) { return c.charCodeAt(0); });
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
-    return new Response(stream).text().then(JSON.parse);
+    return new Response(stream).text();
   }
+  function decodeSpec(id) { return decodeText(id).then(JSON.parse); }
+
+  // plotly.js itself is embedded compressed too (a third of its size): run it once decoded.
+  var plotlyReady = window.Plotly ? Promise.resolve() : decodeText('plotly-js').then(function (src) {
+    var s = document.createElement('script');
+    s.textContent = src;
+    document.head.appendChild(s);
+    document.documentElement.setAttribute('data-plotly-ms', String(Math.round(performance.now())));
+  });
 
   // obj['a.b[0].c'] = value, creating the objects on the way.
   function setPath(obj, path, value) {
@@ -109,8 +118,9 @@
     });
   }
 
-  var pending = Promise.resolve();
+  var pending = plotlyReady.catch(function (e) { reportError('plotly.js: ' + e); });
   function renderVisible() {
+    var tablesDone = fillTables();
     visibleFigures().forEach(function (div) {
       if (div.getAttribute('data-rendered')) return;
       div.setAttribute('data-rendered', 'pending');
@@ -123,7 +133,7 @@
         }).catch(function (e) { reportError(div.id + ': ' + e); });
       });
     });
-    return pending.then(function () {
+    return Promise.all([pending, tablesDone]).then(function () {
       var root = document.documentElement;
       root.setAttribute('data-render-ms', String(Math.round(performance.now())));  // from navigation start
       root.setAttribute('data-scroll-width', String(root.scrollWidth));
@@ -184,15 +194,44 @@
       });
     });
   });
-  // Indicator / period filter of the comparison tables.
+  // Comparison tables: the body is built from the embedded rows when the table is first shown;
+  // the filter shows one indicator and period (or all).
+  function filterTable(table) {
+    var sel = document.querySelector('select.table-filter[data-table="' + table.id + '"]');
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
+      r.style.display = (!sel || sel.value === '' || r.getAttribute('data-combo') === sel.value) ? '' : 'none';
+    });
+  }
+  function fillTables() {
+    var tables = Array.prototype.filter.call(document.querySelectorAll('table[data-rows]'), function (t) {
+      return t.offsetParent !== null && !t.getAttribute('data-filled');
+    });
+    return Promise.all(tables.map(function (table) {
+      table.setAttribute('data-filled', 'pending');
+      return decodeSpec(table.getAttribute('data-rows')).then(function (spec) {
+        var body = document.createElement('tbody');
+        spec.rows.forEach(function (row) {
+          var tr = document.createElement('tr');
+          tr.setAttribute('data-combo', row[0]);
+          row[1].forEach(function (cell) {
+            var td = document.createElement('td');
+            if (Array.isArray(cell)) {
+              td.textContent = cell[0];
+              if (cell.length < 3) { td.className = 'num'; td.setAttribute('data-sort', cell[1] === null ? '' : String(cell[1])); }
+              else if (cell[2]) td.className = cell[2];
+            } else td.textContent = cell;
+            tr.appendChild(td);
+          });
+          body.appendChild(tr);
+        });
+        table.replaceChild(body, table.tBodies[0]);
+        table.setAttribute('data-filled', '1');
+        filterTable(table);
+      }).catch(function (e) { reportError(table.id + ': ' + e); });
+    }));
+  }
   document.querySelectorAll('select.table-filter').forEach(function (sel) {
-    function apply() {
-      var table = document.getElementById(sel.getAttribute('data-table'));
-      Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
-        r.style.display = (sel.value === '' || r.getAttribute('data-combo') === sel.value) ? '' : 'none';
-      });
-    }
-    sel.addEventListener('change', apply); apply();
+    sel.addEventListener('change', function () { filterTable(document.getElementById(sel.getAttribute('data-table'))); });
   });
   // #...&show=fig-map-13 opens and scrolls to that figure (links and screenshots).
   var show = /show=([^&]+)/.exec(location.hash);
