@@ -6,6 +6,8 @@
 {% else %}
     {% do parts.append(ref('int_audit__deis_records')) %}
 {% endif %}
+{# Maps (issue 14): where the commune polygons disagree with the commune reference. #}
+{% do parts.append(ref('int_audit__commune_boundaries')) %}
 
 {% for part in parts %}
 select

@@ -369,7 +369,14 @@ def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
             return 1
         parquet_tmp = paths.build_dir / "parquet.tmp"
         marts, storage = finalize_build(paths.build_file, parquet_tmp)
+        # --- Maps (issue 14): the GeoPackage is written from the tested build file and renamed
+        # into warehouse/gis/ right after the database and Parquet swap.
+        from infant_mortality.gis import write_geopackage
+        gpkg_tmp = write_geopackage(paths.build_file, paths.build_dir / "infant_mortality.gpkg")
         _swap_in(paths, parquet_tmp, marts)
+        (paths.published.parent / "gis").mkdir(exist_ok=True)
+        os.replace(gpkg_tmp, paths.published.parent / "gis" / gpkg_tmp.name)
+        # --- end Maps (issue 14)
     finished = time.monotonic()
 
     size_mb = paths.published.stat().st_size / 1e6
