@@ -88,6 +88,10 @@ def mart_row(warehouse: Path, commune_name: str, combo: str = FULL) -> dict:
     return df.iloc[0].to_dict()
 
 
+def names_in(warehouse: Path) -> list[str]:
+    return [n for (n,) in query(warehouse, "select distinct commune_name from marts.fct_commune_vs_region")]
+
+
 def has_table(warehouse: Path, name: str) -> bool:
     return bool(
         query(warehouse, "select count(*) from information_schema.tables where table_schema = 'marts' "
@@ -137,7 +141,8 @@ def test_every_commune_appears_in_figures_and_table(bundled_warehouse, page):
     ranking = figs["fig-ranking-13"]
     in_ranking = {y for t in traces(ranking, combo=FULL) for y in t["y"]}
     in_funnel = {x for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"] for x in t["text"]}
-    in_map = {row[0] for t in traces(figs["fig-map-13"], combo=FULL, panel="overview") for row in t["customdata"]}
+    in_map = {row[0] for t in traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview")
+              for row in t["customdata"]}
     in_table = {cells[0] for combo, cells in table_rows(page, "comparison-table-13") if combo == FULL}
     for name in names:
         assert name in in_ranking and name in in_funnel and name in in_map and name in in_table, name
@@ -181,10 +186,15 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
     assert band["x0"] == pytest.approx(1000 * float(lo) / float(births), rel=1e-9)
     assert band["x1"] == pytest.approx(1000 * float(hi) / float(births), rel=1e-9)
 
-    # Map: RT and RAP in the hover data; funnel: births, rate and the mart's category.
-    t, i = point(traces(figs["fig-map-13"], combo=FULL, panel="overview"), "Independencia", "customdata")
-    name, rate, lo, hi, rt, rap, rap_pct = t["customdata"][i]
-    assert close(rt, mart["rate_ratio"]) and close(rap, mart["excess_rate_per_1000"]) and close(rate, mart["rate_per_1000"])
+    # Map: crude rate and RT from the comparison mart, smoothed rate and exceedance from
+    # fct_smoothed_rates; funnel: births, rate and the mart's category.
+    t, i = point(traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview"), "Independencia", "customdata")
+    name, crude, eb, prob, rt = t["customdata"][i]
+    assert close(rt, mart["rate_ratio"]) and close(crude, mart["rate_per_1000"])
+    eb_mart, prob_mart = query(bundled_warehouse, "select eb_global_rate_per_1000, prob_exceeds_region from "
+                                                  "marts.fct_smoothed_rates where commune_code = '13108' and "
+                                                  "indicator = 'imr' and period_start = 2010 and period_end = 2019")[0]
+    assert close(eb, eb_mart) and close(prob, prob_mart)
     assert "RT 1.28 (95% CI 1.08 to 1.52)" in t["hovertext"][i]
     t, i = point([t for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"]],
                  "Independencia", "text")
@@ -209,21 +219,45 @@ def test_funnel_limits_are_the_exact_poisson_limits(page):
         assert lower == pytest.approx(1000 * lo[0] / births, rel=1e-9)
 
 
-def test_map_keeps_every_commune_in_frame(page):
-    """Every seat drawn in a panel lies inside that panel's axis ranges with a margin of 4%
-    of the range (its marker and label are not cut by the frame: Lo Barnechea, Pirque)."""
+def test_map_is_a_choropleth_that_keeps_every_commune_in_frame(bundled_warehouse, page):
+    """One polygon per commune and panel; the whole region's polygons inside its frame; the
+    seats named in the enlarged core inside that frame with a margin of 4% (not cut: Lo
+    Barnechea, Pirque); the outlined communes are the mart's significant ones."""
     fig = figures(page)["fig-map-13"]
     layout = fig["layout"]
+    polygons = traces(fig, kind="polygon", panel="overview")
+    assert len(polygons) == 52 and len(traces(fig, kind="polygon", panel="zoom")) == 52
+    (x0, x1), (y0, y1) = layout["xaxis"]["range"], layout["yaxis"]["range"]
+    for t in polygons:
+        xs, ys = [v for v in t["x"] if v is not None], [v for v in t["y"] if v is not None]
+        assert x0 <= min(xs) and max(xs) <= x1 and y0 <= min(ys) and max(ys) <= y1, t["meta"]["commune_code"]
+    named = []
     for panel, (xa, ya) in (("overview", ("xaxis", "yaxis")), ("zoom", ("xaxis2", "yaxis2"))):
         (x0, x1), (y0, y1) = layout[xa]["range"], layout[ya]["range"]
         mx, my = 0.04 * (x1 - x0), 0.04 * (y1 - y0)
-        for t in traces(fig, combo=FULL, panel=panel):
-            for x, y, label in zip(t["x"], t["y"], t["text"]):
-                if panel == "zoom" and not label:
-                    continue  # drawn in the zoom only when it is labelled there (inside the core)
-                assert x0 + mx <= x <= x1 - mx and y0 + my <= y <= y1 - my, (panel, label, x, y)
-    zoom_names = {n for t in traces(fig, combo=FULL, panel="zoom") for n in t["text"] if n}
-    assert {"Lo Barnechea", "Pirque", "Santiago", "Providencia"} <= zoom_names
+        (labels,) = traces(fig, kind="labels", panel=panel)
+        for x, y, name in zip(labels["x"], labels["y"], labels["text"]):
+            assert x0 + mx <= x <= x1 - mx and y0 + my <= y <= y1 - my, (panel, name)
+        named += labels["text"]
+        if panel == "zoom":
+            assert {"Santiago", "Providencia", "Independencia"} <= set(labels["text"])
+    assert sorted(named) == sorted(names_in(bundled_warehouse))  # each commune named once: Lo Barnechea, Pirque
+    # The outlines: significant against the rest of the region, or P(rate > region) > 0.95.
+    options = {(o["measure"], o["combo"]): set(o["significant"]) for o in layout["meta"]["options"]}
+    sig = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_commune_vs_region where "
+                                                  "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                                  "and comparison in ('higher', 'lower')")}
+    exceeds = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_smoothed_rates where "
+                                                      "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                                      "and prob_exceeds_region > 0.95")}
+    assert options[("rate_ratio", FULL)] == options[("crude", FULL)] == sig and len(sig) == 13
+    assert options[("exceedance", FULL)] == exceeds
+    # The default option is drawn: a commune's outline and fill as the first option says.
+    first = layout["updatemenus"][0]["buttons"][0]["args"][0]
+    outlined = {t["meta"]["commune_code"] for t in polygons if t["line"]["width"] > 1}
+    names = dict(query(bundled_warehouse, "select commune_code, commune_name from marts.dim_commune"))
+    assert {names[c] for c in outlined} == sig
+    assert all(t["fillcolor"] == first["fillcolor"][fig["data"].index(t)] for t in polygons)
 
 
 def test_headline_counts_thresholds_and_data_quality(bundled_warehouse, page):
@@ -469,8 +503,11 @@ def test_report_on_a_desktop_and_a_phone(rendered, tmp_path):
                 overlap_x = min(a[2], b[2]) - max(a[1], b[1])
                 overlap_y = min(a[4], b[4]) - max(a[3], b[3])
                 assert overlap_x <= 1 or overlap_y <= 1, (a, b)
-        # On the phone the funnel names are hidden (tap a point) and the map panels stacked.
+        # On the phone the funnel names are hidden (tap a point).
         assert phone["tab"].eval("document.querySelectorAll('#fig-funnel-13 g.textpoint text').length") == 0
+        # The map's polygons are drawn (filled paths: 52 communes in two panels), on both.
+        for tab in (desk["tab"], phone["tab"]):
+            assert tab.eval("document.querySelectorAll('#fig-map-13 path.js-fill').length") == 104
     for width in (1400, 420):
         shot = tmp_path / f"page-{width}.png"
         assert png_size(shot)[0] == width and shot.stat().st_size > 50_000

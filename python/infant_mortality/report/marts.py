@@ -18,7 +18,7 @@ DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "fct_rates_commune_year", "fct_commune_vs_region", "fct_trends",
                   "audit_data_quality")
 # Read when present: a warehouse built before them still gives a report.
-OPTIONAL_MARTS = ("fct_area_period_rates", "meta_build", "dim_indicator")
+OPTIONAL_MARTS = ("fct_area_period_rates", "meta_build", "dim_indicator", "fct_smoothed_rates")
 
 # The dbt vars' defaults (dbt_project.yml), used only when the warehouse has no meta_build.
 DEFAULT_THRESHOLDS = dict(unreliable_below_deaths=20, comparison_alpha=0.05, trend_p_threshold=0.05)
@@ -51,6 +51,8 @@ class Marts:
     audit: pd.DataFrame
     area_rates: pd.DataFrame
     settings: Settings
+    smoothed: pd.DataFrame
+    geojson: dict
     indicators: list[Indicator] = field(default_factory=list)
     present: set[str] = field(default_factory=set)
 
@@ -99,6 +101,9 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
             area_rates=(read("fct_area_period_rates") if "fct_area_period_rates" in present
                         else _pooled_area_rates(rates, comparison)),
             settings=_settings(read("meta_build") if "meta_build" in present else None, rates),
+            smoothed=read("fct_smoothed_rates") if "fct_smoothed_rates" in present else pd.DataFrame(
+                columns=["commune_code", "indicator", "period_start", "period_end"]),
+            geojson=_geojson(comparison),
             indicators=_indicators(read("dim_indicator")) if "dim_indicator" in present else [],
             present=present,
         )
@@ -116,6 +121,14 @@ def _settings(meta: pd.DataFrame | None, rates: pd.DataFrame) -> Settings:
     thresholds = {k: type(v)(values[k]) if values.get(k) is not None else v for k, v in DEFAULT_THRESHOLDS.items()}
     return Settings(**thresholds, count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
                     git_commit=row.get("git_commit"), from_meta_build=True)
+
+
+def _geojson(comparison: pd.DataFrame) -> dict:
+    """The polygons of the compared communes, simplified for display (`infant_mortality.geo`)."""
+    from infant_mortality.geo import communes_geojson
+
+    names = comparison.drop_duplicates("commune_code").set_index("commune_code")["commune_name"].to_dict()
+    return communes_geojson(sorted(names), names)
 
 
 def _indicators(dim: pd.DataFrame) -> list[Indicator]:

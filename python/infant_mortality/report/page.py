@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from infant_mortality.report.commune_map import map_figure
+from infant_mortality.report.choropleth import EXCEEDANCE_SIGNIFICANT, choropleth_figure
 from infant_mortality.report.common import (
     TREND_LABELS,
     combos_of,
@@ -180,8 +180,9 @@ def region_figures(marts: Marts, region_code: str) -> RegionFigures:
     windows = trend_windows(marts.trends)
     trends_w = trends_in_window(marts.trends, windows)
     trends_region = trends_w[trends_w.region_code == region_code]
-    fig_map = map_figure(comp, marts.communes, trends_region[trends_region.area_level == "commune"], region_name,
-                         region_code, windows)
+    smoothed = marts.smoothed[marts.smoothed.commune_code.isin(comp.commune_code)]
+    fig_map = choropleth_figure(comp, smoothed, marts.communes, marts.geojson,
+                                trends_region[trends_region.area_level == "commune"], region_name, region_code, windows)
     names = comp[["commune_code", "commune_name"]].drop_duplicates().sort_values("commune_name")
     trend_figs = {}
     for ind in indicator_order(comp.indicator.unique()):
@@ -306,21 +307,31 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
     parts.append(store.div(f"fig-funnel-{code}", figs.funnel))
 
     parts.append("<h3>4. Map</h3>")
-    missing_coords = (figs.map.layout.meta or {}).get("not_on_map") or []
-    switch = ("The menu at the top switches indicator/period, or colours the communes by trend class instead. "
-              if len(figs.map.layout.updatemenus) else "")
+    meta = figs.map.layout.meta or {}
+    missing = meta.get("not_on_map") or []
     parts.append(
-        f'<p class="caption">Each commune at its seat (cabecera comunal; coordinates from <code>marts.dim_commune</code>) '
-        f"on plain longitude/latitude axes with equal distances (no background map: the report works offline). "
-        f"Colour: RT, the commune's pooled rate divided by the region's (blue below 1, red above, white 1, on a log "
-        f"scale); a bold black outline marks a significant difference from the rest of the region. Marker area is "
-        f"proportional to live births in the period. {switch}"
-        f"Hover (or tap) for the commune's rate, CI, RT, RAP, RAP% and trend/APC."
-        + (f" Not on the map (no usable coordinates, or far off the mainland such as an island): "
-           f"{esc(', '.join(missing_coords))}." if missing_coords else "")
-        + "</p>"
+        '<p class="caption">The communes on their boundaries (IDE Chile, División Político-Administrativa 2023, '
+        "simplified for display; no background map: the report works offline), coloured by the measure chosen in the "
+        "menu: the crude pooled rate of <code>marts.fct_commune_vs_region</code>; the empirical Bayes smoothed rate of "
+        "<code>marts.fct_smoothed_rates</code> (the crude rate pulled towards the region's, the more so the fewer the "
+        "births: a small commune's extreme crude rate is mostly noise); RT (blue below 1, red above, log scale); the "
+        "probability that the commune's true rate exceeds its region's (<code>prob_exceeds_region</code>); or the trend "
+        "class. Both rate scales are the same, from the 10th to the 90th percentile of the region's rates (beyond them the colour saturates). A "
+        f"thick black outline marks the significant communes: mid-p &lt; {s.comparison_alpha:g} against the rest of "
+        f"the region (rates, RT), or a probability of exceeding above {EXCEEDANCE_SIGNIFICANT:g}. Hover or tap a "
+        "commune for its numbers."
+        + (f" Not on the map (no polygon, or far off the mainland such as an island): {esc(', '.join(missing))}."
+           if missing else "") + "</p>"
     )
     parts.append(store.div(f"fig-map-{code}", figs.map))
+    sig_items = []
+    for opt in meta.get("options", []):
+        if opt["measure"] in ("rate_ratio", "exceedance"):
+            names_ = ", ".join(opt["significant"]) or "none"
+            sig_items.append(f"<li><b>{esc(opt['label'])}</b>: {esc(names_)}</li>")
+    if sig_items:
+        parts.append("<details><summary>Which communes are outlined (significant)</summary>"
+                     f"<ul>{''.join(sig_items)}</ul></details>")
 
     parts.append("<h3>5. Table: every commune against the region</h3>")
     parts.append(
