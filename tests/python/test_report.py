@@ -92,12 +92,6 @@ def names_in(warehouse: Path) -> list[str]:
     return [n for (n,) in query(warehouse, "select distinct commune_name from marts.fct_commune_vs_region")]
 
 
-def has_table(warehouse: Path, name: str) -> bool:
-    return bool(
-        query(warehouse, "select count(*) from information_schema.tables where table_schema = 'marts' "
-                         "and table_name = ?", [name])[0][0]
-    )
-
 
 def copy_warehouse(src: Path, dst_dir: Path) -> Path:
     dst = dst_dir / "copy.duckdb"

@@ -130,6 +130,10 @@
           return draw(div);
         }).then(function () {
           div.setAttribute('data-rendered', '1');
+          var root = document.documentElement;  // time to the first figure, from navigation start
+          if (!root.getAttribute('data-first-figure-ms')) {
+            root.setAttribute('data-first-figure-ms', String(Math.round(performance.now())));
+          }
         }).catch(function (e) { reportError(div.id + ': ' + e); });
       });
     });
