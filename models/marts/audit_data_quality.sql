@@ -1,6 +1,7 @@
 -- Every problem found in the inputs, one row each, so that a SQL user sees what was excluded
 -- and why. Record-level problems of the microdata carry their file and line.
 {% set parts = [ref('int_audit__count_problems')] %}
+{% do parts.append(ref('int_audit__covariates')) %}
 {% if vital_source() == 'ine_aggregates' %}
     {% do parts.append(ref('int_audit__ine_inputs')) %}
 {% else %}

@@ -125,3 +125,38 @@ def test_custom_period_var_adds_a_period(tmp_path):
         "select count(*), min(n_years_in_period) from marts.fct_commune_vs_region where period_label = '2012-2016'",
     )
     assert rows == [(52, 5)]
+
+
+def test_region_period_rates_by_hand_with_exact_limits(bundled_warehouse):
+    # fct_area_period_rates: the region's own pooled rate, from the raw files summed by hand.
+    for first, last in ((2010, 2014), (2015, 2019), (2010, 2019)):
+        rows = derived_counts_by_hand(bundled_warehouse, first, last)
+        big_d = sum(d for _, _, d, _ in rows)  # signed: a negative derived commune count cancels out
+        big_n = sum(n for _, _, _, n in rows)
+        (level, name, n_years, deaths, births, rate, lower, upper), = query(
+            bundled_warehouse,
+            "select area_level, area_name, n_years, deaths, live_births, rate_per_1000, ci95_lower, "
+            "ci95_upper from marts.fct_area_period_rates where area_code = '13' and indicator = 'imr' "
+            "and period_start = ? and period_end = ?", [first, last])
+        assert (level, n_years, deaths, births) == ("region", last - first + 1, big_d, big_n)
+        assert name == "Región Metropolitana de Santiago"
+        assert rate == pytest.approx(1000 * big_d / big_n, rel=1e-12)
+        # Exact Poisson (Garwood) limits, from scipy's chi-square quantiles.
+        assert lower == pytest.approx(1000 * stats.chi2.ppf(0.025, 2 * big_d) / 2 / big_n, rel=1e-9)
+        assert upper == pytest.approx(1000 * stats.chi2.ppf(0.975, 2 * big_d + 2) / 2 / big_n, rel=1e-9)
+
+
+def test_comparison_pools_the_region_over_the_communes_years_from_the_same_rule(bundled_warehouse):
+    # Every commune with a rate in every year sees the region's own pooled rate; Providencia
+    # (no rate in 2018) sees the region over its 4 years, and only there do the two differ.
+    rows = query(
+        bundled_warehouse,
+        "select c.commune_code, c.n_years, c.region_deaths = a.deaths and c.region_live_births = a.live_births "
+        "and c.region_rate_per_1000 = a.rate_per_1000 "
+        "from marts.fct_commune_vs_region c join marts.fct_area_period_rates a "
+        "on a.area_level = 'region' and a.area_code = c.region_code and a.indicator = c.indicator "
+        "and a.period_start = c.period_start and a.period_end = c.period_end")
+    assert len(rows) == 156
+    differ = sorted((code, n) for code, n, same in rows if not same)
+    assert differ == [("13123", 4), ("13123", 9)]
+    assert all(n == 5 or n == 10 for code, n, same in rows if same)

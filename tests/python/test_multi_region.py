@@ -126,3 +126,20 @@ def test_region_scope_var_keeps_one_region(tmp_path, national_sample):
     rows = query(path, "select distinct area_level, region_code, min(year) over () from marts.fct_rates_commune_year "
                        "order by 1")
     assert rows == [("commune", "12", 2016), ("region", "12", 2016)]  # one region: no country row
+
+
+def test_country_and_region_period_rates_and_the_build_scope(national_sample):
+    # fct_area_period_rates: each region and the country pooled over 2015-2019, against the files.
+    path, out = national_sample
+    births, deaths = births_in_files(out), infant_deaths_in_files(out)
+    rows = dict(((level, code), (n, d, b)) for level, code, n, d, b in query(
+        path,
+        "select area_level, area_code, n_years, deaths, live_births from marts.fct_area_period_rates "
+        "where indicator = 'imr' and period_start = 2015 and period_end = 2019"))
+    for region in REGIONS:
+        assert rows[("region", region)] == (5, sum(v for (r, _), v in deaths.items() if r == region),
+                                            sum(v for (r, _), v in births.items() if r == region))
+    assert rows[("country", "CL")] == (5, sum(deaths.values()), sum(births.values()))
+    (scope,), = query(path, "select scope_regions || ' ' || scope_year_start || '-' || scope_year_end "
+                            "from marts.meta_build")
+    assert scope == "11,12,15 2015-2019"

@@ -61,3 +61,64 @@ def test_the_commune_with_an_unavailable_year_is_fitted_on_the_others_and_says_s
     )
     assert (n_years, used) == (10, 9)
     assert "2018" in note
+
+
+def _region_rates(warehouse):
+    years, rates = zip(*query(
+        warehouse,
+        "select year, rate_per_1000 from marts.fct_rates_commune_year "
+        "where area_level = 'region' and indicator = 'imr' order by year",
+    ))
+    return np.array(years, dtype=float), np.log10(rates)
+
+
+def test_the_mart_carries_the_fitted_line(bundled_warehouse):
+    years, y = _region_rates(bundled_warehouse)
+    reference = prais_winsten_trend(y, years)
+    (intercept, slope), = query(
+        bundled_warehouse,
+        "select intercept_log10, slope_log10 from marts.fct_trends where area_level = 'region' "
+        "and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+    )
+    assert intercept == pytest.approx(reference.params[0], rel=1e-9)
+    # Stata's fitted values (predict xb): intercept + slope * year, on the raw-year scale.
+    assert np.allclose(intercept + slope * years, reference.params[0] + reference.params[1] * years,
+                       rtol=0, atol=1e-9)
+    # Null exactly when the trend is not estimable, like the slope.
+    (mismatch,), = query(
+        bundled_warehouse,
+        "select count(*) from marts.fct_trends where (intercept_log10 is null) <> (trend = 'not_estimable')")
+    assert mismatch == 0
+
+
+def test_the_trend_mart_has_a_contract_with_every_column_described(bundled_warehouse):
+    rows = query(
+        bundled_warehouse,
+        "select column_name, data_type, comment from duckdb_columns() "
+        "where schema_name = 'marts' and table_name = 'fct_trends' order by column_index",
+    )
+    types = {name: data_type for name, data_type, _ in rows}
+    assert types["intercept_log10"] == "DOUBLE" and types["period_start"] == "BIGINT"
+    assert types["converged"] == "BOOLEAN" and types["note"] == "VARCHAR"
+    assert all(comment for _, _, comment in rows), [name for name, _, c in rows if not c]
+    (constraints,), = query(
+        bundled_warehouse,
+        "select count(*) from duckdb_constraints() where table_name = 'fct_trends' "
+        "and constraint_type = 'PRIMARY KEY'")
+    assert constraints == 1
+
+
+def test_trend_method_ols_fits_statsmodels_ols(ols_trends_warehouse):
+    import statsmodels.api as sm
+
+    years, y = _region_rates(ols_trends_warehouse)
+    ols = sm.OLS(y, sm.add_constant(years)).fit()
+    (intercept, slope, se, p, rho, note), = query(
+        ols_trends_warehouse,
+        "select intercept_log10, slope_log10, slope_se, p_value, rho, note from marts.fct_trends "
+        "where area_level = 'region' and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+    )
+    assert [intercept, slope, se, p] == pytest.approx(list(ols.params) + [ols.bse[1], ols.pvalues[1]], rel=1e-9)
+    assert rho is None and note is None
+    (method,), = query(ols_trends_warehouse, "select vars_json ->> '$.trend_method' from marts.meta_build")
+    assert method == "ols"
