@@ -336,22 +336,8 @@ def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_pa
     the intercept: the report draws the mart's fit, it does not refit."""
     warehouse = copy_warehouse(bundled_warehouse, tmp_path)
     with duckdb.connect(str(warehouse)) as con:
-        cols = [c for (c,) in con.execute("select column_name from information_schema.columns "
-                                          "where table_schema = 'marts' and table_name = 'fct_trends'").fetchall()]
-        if "intercept_log10" not in cols:
-            con.execute("alter table marts.fct_trends add column intercept_log10 double")
         # A value no refit would produce, for one commune (Independencia) only.
-        con.execute("update marts.fct_trends set intercept_log10 = case when area_code = '13108' then 12.5 "
-                    "else intercept_log10 end")
-        if "intercept_log10" not in cols:  # the others: the value a Prais-Winsten fit gives
-            rates = con.execute("select area_level, area_code, year, rate_per_1000 from marts.fct_rates_commune_year "
-                                "where indicator = 'imr' and rate_per_1000 > 0 order by year").df()
-            for (level, code), g in rates.groupby(["area_level", "area_code"]):
-                if code == "13108" or len(g) < 5:
-                    continue
-                res = prais_winsten_trend(np.log10(g.rate_per_1000.to_numpy()), g.year.to_numpy())
-                con.execute("update marts.fct_trends set intercept_log10 = ? where area_code = ? and indicator = 'imr' "
-                            "and period_start = 2010 and period_end = 2019", [float(res.params[0]), code])
+        con.execute("update marts.fct_trends set intercept_log10 = 12.5 where area_code = '13108'")
         slope = con.execute("select slope_log10 from marts.fct_trends where area_code = '13108' and indicator = 'imr' "
                             "and period_start = 2010 and period_end = 2019").fetchone()[0]
     text = report.write_report(warehouse, tmp_path / "r.html").read_text(encoding="utf-8")
@@ -362,6 +348,50 @@ def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_pa
     assert t["y"][0] == pytest.approx(10 ** (12.5 + slope * 2010), rel=1e-12)
     assert t["y"][-1] == pytest.approx(10 ** (12.5 + slope * 2019), rel=1e-12)
     assert "no <code>intercept_log10</code>" not in text
+
+
+# --------------------------------------------------------------------------------------------
+# Inequity
+# --------------------------------------------------------------------------------------------
+
+
+def test_inequity_section_reads_the_inequity_marts(bundled_warehouse, page):
+    fig = figures(page)["fig-inequity-13"]
+    strat = "income_poverty_2013"
+    quint = traces(fig, kind="quintiles", indicator="imr", stratifier=strat)[0]
+    rows = query(bundled_warehouse, "select quintile, rate_per_1000, ci95_lower, ci95_upper from "
+                                    "marts.fct_rates_by_quintile where area_code = '13' and indicator = 'imr' and "
+                                    "stratifier = ? and period_start = 2010 and period_end = 2019 order by quintile",
+                 [strat])
+    assert quint["x"] == [1, 2, 3, 4, 5] and quint["y"] == pytest.approx([r[1] for r in rows], rel=1e-12)
+    assert [y + e for y, e in zip(quint["y"], quint["error_y"]["array"])] == pytest.approx([r[3] for r in rows])
+    # The quintile rates pool their communes' deaths and births (a second computation).
+    members = query(bundled_warehouse, "select quintile, sum(deaths), sum(live_births) from "
+                                       "marts.fct_commune_deprivation where area_code = '13' and indicator = 'imr' "
+                                       "and stratifier = ? and period_start = 2010 and period_end = 2019 and is_ranked "
+                                       "group by quintile order by quintile", [strat])
+    assert quint["y"] == pytest.approx([1000 * d / b for _, d, b in members], rel=1e-12)
+    # The gradient is the mart's fitted rate; the RII points are the yearly RII rows; the trend
+    # line is 10^(intercept + slope * year) of fct_inequality_trends.
+    grad = traces(fig, kind="gradient", indicator="imr", stratifier=strat)[0]
+    assert len(grad["y"]) == 52
+    yearly = traces(fig, kind="yearly_rii", indicator="imr", stratifier=strat)[0]
+    rii = query(bundled_warehouse, "select period_start, estimate from marts.fct_inequality where area_code = '13' "
+                                   "and indicator = 'imr' and stratifier = ? and measure = 'RII' and "
+                                   "period_kind = 'single_year' order by period_start", [strat])
+    assert yearly["x"] == [r[0] for r in rii] and yearly["y"] == pytest.approx([r[1] for r in rii], rel=1e-12)
+    a, b, gap = query(bundled_warehouse, "select intercept_log10, slope_log10, gap_change from "
+                                         "marts.fct_inequality_trends where area_code = '13' and indicator = 'imr' "
+                                         "and stratifier = ? and period_start = 2010 and period_end = 2019", [strat])[0]
+    line = traces(fig, kind="rii_trend", indicator="imr", stratifier=strat)[0]
+    assert line["y"][0] == pytest.approx(10 ** (a + b * 2010), rel=1e-12) and line["meta"]["gap_change"] == gap
+    # The measures table: the full-window RII with its interval.
+    est, lo, hi = query(bundled_warehouse, "select estimate, ci95_lower, ci95_upper from marts.fct_inequality where "
+                                           "area_code = '13' and indicator = 'imr' and stratifier = ? and measure = "
+                                           "'RII' and period_kind = 'full_window'", [strat])[0]
+    table = page[page.index('id="inequality-13"'):]
+    table = table[:table.index("</table>")]
+    assert f"{fmt(est)} ({fmt(lo)} to {fmt(hi)})" in table and "Income poverty 2013" in table
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,5 @@
 """Reading the marts the report shows. The report computes no statistic: every number it shows
-is a column of a mart (the few TEMPORARY fallbacks below cover warehouses built before the
-mart that carries the number existed, and go when every build has it)."""
+is a column of a mart, and the thresholds it states are the build's (`marts.meta_build`)."""
 
 from __future__ import annotations
 
@@ -15,12 +14,13 @@ import pandas as pd
 from infant_mortality.report.common import Combo, Indicator
 
 DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
-REQUIRED_MARTS = ("dim_commune", "fct_rates_commune_year", "fct_commune_vs_region", "fct_trends",
-                  "audit_data_quality")
-# Read when present: a warehouse built before them still gives a report.
-OPTIONAL_MARTS = ("fct_area_period_rates", "meta_build", "dim_indicator", "fct_smoothed_rates")
+REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_rates_commune_year", "fct_area_period_rates",
+                  "fct_commune_vs_region", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
+                  "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
+                  "fct_inequality_trends")
 
-# The dbt vars' defaults (dbt_project.yml), used only when the warehouse has no meta_build.
+# The models' defaults for thresholds that meta_build's vars_json does not list (a var not set
+# in the build is recorded only when declared in dbt_project.yml).
 DEFAULT_THRESHOLDS = dict(unreliable_below_deaths=20, comparison_alpha=0.05, trend_p_threshold=0.05)
 
 
@@ -38,7 +38,6 @@ class Settings:
     count_basis: str | None = None
     built_at: str | None = None
     git_commit: str | None = None
-    from_meta_build: bool = False
 
 
 @dataclass
@@ -53,7 +52,8 @@ class Marts:
     settings: Settings
     smoothed: pd.DataFrame
     geojson: dict
-    indicators: list[Indicator] = field(default_factory=list)
+    inequity: dict[str, pd.DataFrame]
+    indicators: list[Indicator]
     present: set[str] = field(default_factory=set)
 
 
@@ -98,13 +98,14 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
             comparison=comparison,
             trends=read("fct_trends"),
             audit=read("audit_data_quality"),
-            area_rates=(read("fct_area_period_rates") if "fct_area_period_rates" in present
-                        else _pooled_area_rates(rates, comparison)),
-            settings=_settings(read("meta_build") if "meta_build" in present else None, rates),
-            smoothed=read("fct_smoothed_rates") if "fct_smoothed_rates" in present else pd.DataFrame(
-                columns=["commune_code", "indicator", "period_start", "period_end"]),
+            area_rates=read("fct_area_period_rates"),
+            settings=_settings(read("meta_build")),
+            smoothed=read("fct_smoothed_rates"),
             geojson=_geojson(comparison),
-            indicators=_indicators(read("dim_indicator")) if "dim_indicator" in present else [],
+            inequity={name: read(name) for name in ("dim_stratifier", "fct_rates_by_quintile",
+                                                     "fct_commune_deprivation", "fct_inequality",
+                                                     "fct_inequality_trends")},
+            indicators=_indicators(read("dim_indicator")),
             present=present,
         )
     finally:
@@ -112,15 +113,14 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
     return marts
 
 
-def _settings(meta: pd.DataFrame | None, rates: pd.DataFrame) -> Settings:
-    if meta is None or meta.empty:
-        bases = rates["count_basis"].dropna().unique().tolist()
-        return Settings(count_basis="; ".join(bases) or None)
+def _settings(meta: pd.DataFrame) -> Settings:
+    if meta.empty:
+        raise ReportError("marts.meta_build is empty: the warehouse was not built completely; rebuild it.")
     row = meta.iloc[0].to_dict()
     values = json.loads(row.get("vars_json") or "{}")
     thresholds = {k: type(v)(values[k]) if values.get(k) is not None else v for k, v in DEFAULT_THRESHOLDS.items()}
     return Settings(**thresholds, count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
-                    git_commit=row.get("git_commit"), from_meta_build=True)
+                    git_commit=row.get("git_commit") or None)
 
 
 def _geojson(comparison: pd.DataFrame) -> dict:
@@ -132,39 +132,11 @@ def _geojson(comparison: pd.DataFrame) -> dict:
 
 
 def _indicators(dim: pd.DataFrame) -> list[Indicator]:
-    """`marts.dim_indicator` rows as the report names them (columns as the seed names them)."""
-    def pick(row, *names):
-        return next((row[n] for n in names if n in row and pd.notna(row[n])), "")
-
-    out = []
-    for row in dim.to_dict("records"):
-        code = pick(row, "indicator", "indicator_code", "code")
-        out.append(Indicator(code, pick(row, "abbreviation_es", "abbr_es"), pick(row, "name_en"),
-                             pick(row, "abbreviation_en", "abbr_en"), pick(row, "age_range", "ages", "age_range_en")))
-    return out
-
-
-def _pooled_area_rates(rates: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
-    """TEMPORARY, until `marts.fct_area_period_rates` is in every warehouse: each region's and
-    the country's pooled rate over the analysis periods of `fct_commune_vs_region`, from their
-    yearly rows (sum of deaths / sum of births, exact Poisson limits)."""
-    from infant_mortality.poisson import poisson_ci
-
-    periods = comparison[["indicator", "period_start", "period_end", "period_label"]].drop_duplicates()
-    areas = rates[rates["area_level"].isin(["region", "country"])]
-    out = []
-    for p in periods.itertuples(index=False):
-        sel = areas[(areas["indicator"] == p.indicator) & areas["year"].between(p.period_start, p.period_end)]
-        for (level, code, name), g in sel.groupby(["area_level", "area_code", "area_name"]):
-            deaths, births = float(g["deaths"].sum()), float(g["live_births"].sum())
-            if g["deaths"].isna().any() or not births > 0:
-                continue
-            lower, upper = poisson_ci(deaths)
-            out.append(dict(area_level=level, area_code=code, area_name=name, indicator=p.indicator,
-                            period_start=p.period_start, period_end=p.period_end, period_label=p.period_label,
-                            n_years=len(g), deaths=deaths, live_births=births, rate_per_1000=1000 * deaths / births,
-                            ci95_lower=1000 * float(lower) / births, ci95_upper=1000 * float(upper) / births))
-    return pd.DataFrame(out)
+    """`marts.dim_indicator` rows, in its order, as the report names them."""
+    dim = dim.sort_values("sort_order", na_position="last")
+    return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_en"] or r["indicator"],
+                      r["abbreviation_en"] or r["indicator"].upper(), r["ages_en"] or "")
+            for r in dim.to_dict("records")]
 
 
 def pooled_rate(area_periods: pd.DataFrame, combo: Combo) -> dict | None:

@@ -30,6 +30,7 @@ from infant_mortality.report.common import (
     use_indicators,
 )
 from infant_mortality.report.funnel import funnel_figure
+from infant_mortality.report.inequity import inequity_figure, measures_table
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
 from infant_mortality.report.ranking import ranking_figure
 from infant_mortality.report.tables import audit_html, comparison_table, esc
@@ -194,37 +195,52 @@ def region_figures(marts: Marts, region_code: str) -> RegionFigures:
                          funnel_figure(comp, area_periods, region_name, region_code), fig_map, trend_figs)
 
 
-def _trend_caption(ind: str, window, fits: list[str], area: str, count_basis: str) -> str:
-    refits = fits.count("refit")
-    note = ""
-    if refits:  # TEMPORARY: goes with refit_intercept when every warehouse has intercept_log10
-        note = (f" This warehouse's <code>fct_trends</code> has no <code>intercept_log10</code>: {refits} line(s) use "
-                "the intercept of a Prais-Winsten refit with default options whose slope equals the mart's.")
+def _trend_caption(ind: str, window, area: str, count_basis: str) -> str:
     return (
         f'<p class="caption">{esc(indicator_long(ind))}: yearly rates per 1000 live births (points) with exact '
         f"Poisson 95% CIs (whiskers), {area}; the line is the Prais-Winsten trend "
         f"{'' if window is None else f'{window[0]}-{window[1]}'} of <code>marts.fct_trends</code>, "
         "log10(rate) = intercept_log10 + slope_log10 × year (red increasing, blue decreasing, grey stationary), "
         "with its class and APC (annual percent change) in each title. Years with a zero rate are left out of the "
-        f"log-scale fit; unavailable years are not plotted.{note} Each panel has its own vertical scale. Source: "
+        f"log-scale fit; unavailable years are not plotted. Each panel has its own vertical scale. Source: "
         f"<code>marts.fct_rates_commune_year</code> and <code>marts.fct_trends</code>; counts: {esc(count_basis)}.</p>"
     )
-
-
-def _fit_methods(fig: dict) -> list[str]:
-    return [t["meta"]["line_method"] for t in fig["data"] if t["meta"].get("kind") == "fit"]
 
 
 def _trend_blocks(store: FigureStore, figs: dict, prefix: str, windows: dict, area: str, count_basis: str) -> list[str]:
     parts = []
     for j, (ind, fig) in enumerate(figs.items()):
-        caption = _trend_caption(ind, windows.get(ind), _fit_methods(fig), area, count_basis)
+        caption = _trend_caption(ind, windows.get(ind), area, count_basis)
         fig_div = store.div(f"{prefix}-{ind}", fig)
         if j == 0:
             parts.append(f"<h4>{esc(indicator_long(ind))}</h4>{caption}{fig_div}")
         else:
             parts.append(f"<details><summary>{esc(indicator_long(ind))}</summary>{caption}{fig_div}</details>")
     return parts
+
+
+def inequity_html(marts: Marts, store: FigureStore, level: str, code: str, name: str, heading: str) -> str:
+    """Section "Desigualdad / Inequity" of an area: empty when the area has no inequity rows."""
+    q = marts.inequity
+    labels = q["dim_stratifier"].set_index("stratifier")["label_en"].to_dict()
+    fig = inequity_figure(q["fct_rates_by_quintile"], q["fct_commune_deprivation"], q["fct_inequality"],
+                          q["fct_inequality_trends"], labels, level, code, name)
+    if fig is None:
+        return ""
+    return "\n".join([
+        f"<h3>{heading}</h3>",
+        '<p class="caption">Does infant mortality follow poverty? Communes are ordered from most to least deprived '
+        "by the stratifier (higher value = more deprived) and grouped into quintiles of live births (q1 most "
+        "deprived, q5 least, the reference). Left: the pooled rate of each quintile with its exact 95% CI "
+        "(<code>marts.fct_rates_by_quintile</code>). Middle: each commune's pooled rate against its deprivation, "
+        "with the rate fitted by the Poisson regression on the commune's rank behind the SII and RII "
+        "(<code>marts.fct_commune_deprivation</code>). Right: the RII of each single year with its 95% CI and its "
+        "Prais-Winsten trend (<code>marts.fct_inequality</code>, <code>marts.fct_inequality_trends</code>): is the "
+        "gap widening, narrowing or holding? Definitions: <code>docs/methods.md</code>. The menu switches indicator "
+        "and stratifier.</p>",
+        store.div(f"fig-inequity-{code}", fig),
+        measures_table(q["fct_inequality"], q["fct_inequality_trends"], labels, level, code),
+    ])
 
 
 def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
@@ -251,6 +267,7 @@ def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
              "<h3>Trends of the country and its regions (Prais-Winsten)</h3>",
              *_trend_blocks(store, figs, f"fig-trends-{code}", windows, "the country first, then the regions",
                             count_basis),
+             inequity_html(marts, store, "country", code, name, "Desigualdad / Inequity (the country)"),
              "</section>"]
     return "\n".join(parts)
 
@@ -333,7 +350,8 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
         parts.append("<details><summary>Which communes are outlined (significant)</summary>"
                      f"<ul>{''.join(sig_items)}</ul></details>")
 
-    parts.append("<h3>5. Table: every commune against the region</h3>")
+    parts.append(inequity_html(marts, store, "region", code, name, "5. Desigualdad / Inequity"))
+    parts.append("<h3>6. Table: every commune against the region</h3>")
     parts.append(
         '<p class="caption">All rows of <code>marts.fct_commune_vs_region</code> for the region. RT, RAP, RAP% and '
         "excess deaths compare the commune with the whole region; <i>RR vs rest</i>, the mid-p value and <i>vs rest</i> "
@@ -351,8 +369,7 @@ def _count_basis(marts: Marts) -> str:
 
 
 def build_html(marts: Marts) -> str:
-    if marts.indicators:
-        use_indicators(marts.indicators)
+    use_indicators(marts.indicators)
     comparison = marts.comparison
     # Region names as the region's own rows carry them (one per region).
     names = (marts.rates[marts.rates.area_level == "region"].drop_duplicates("area_code")
@@ -379,10 +396,8 @@ def build_html(marts: Marts) -> str:
     title = "Infant mortality by commune"
     scope = "Chile" if country else ", ".join(n for _, n in regions)
     generated = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    built = ""
-    if marts.settings.from_meta_build:
-        built = f" Warehouse built {esc(marts.settings.built_at)}" + (
-            f" from commit <code>{esc(marts.settings.git_commit)}</code>" if marts.settings.git_commit else "") + "."
+    built = f" Warehouse built {esc(marts.settings.built_at)}" + (
+        f" from commit <code>{esc(marts.settings.git_commit)}</code>" if marts.settings.git_commit else "") + "."
     basis_cls = ' class="generated-data"' if "generat" in count_basis.lower() else ""
     return f"""<!DOCTYPE html>
 <html lang="en">

@@ -6,8 +6,6 @@ desktop, one on a phone. Each panel's title is anchored to its own axes, so it f
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
@@ -41,29 +39,6 @@ def fitted_line(trend: dict | None):
     start, end = int(trend["period_start"]), int(trend["period_end"])
     grid = np.linspace(start, end, 4 * (end - start) + 1)
     return grid, 10 ** (a + b * grid), "mart"
-
-
-def refit_intercept(years, rates, trend: dict) -> float | None:
-    """TEMPORARY, until `fct_trends.intercept_log10` is in every warehouse: the intercept of a
-    Prais-Winsten refit of the years the mart used (default options), accepted only when the
-    refit reproduces the mart's slope; None otherwise (no line is drawn)."""
-    from infant_mortality.prais_winsten import prais_winsten_trend
-
-    b = float(trend["slope_log10"])
-    start, end = int(trend["period_start"]), int(trend["period_end"])
-    years, rates = np.asarray(years, dtype=float), np.asarray(rates, dtype=float)
-    used = (years >= start) & (years <= end) & np.isfinite(rates) & (rates > 0)
-    if used.sum() < 3:
-        return None
-    order = np.argsort(years[used])
-    try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            res = prais_winsten_trend(np.log10(rates[used])[order], years[used][order])
-    except Exception:  # noqa: BLE001 -- no line rather than a wrong one
-        return None
-    a_pw, b_pw = float(res.params[0]), float(res.params[1])
-    return a_pw if abs(b_pw - b) <= 1e-7 * max(1.0, abs(b)) else None
 
 
 def _trend_title(name: str, trend: dict | None) -> str:
@@ -136,11 +111,6 @@ def trends_figure(
             )
         )
         grid, fitted, method = fitted_line(trend)
-        if grid is None and trend is not None and num(trend.get("slope_log10")) is not None:
-            a = refit_intercept(rows["year"], rate, trend)  # TEMPORARY: see refit_intercept
-            if a is not None:
-                grid, fitted, method = fitted_line(dict(trend, intercept_log10=a))
-                method = "refit"
         if grid is not None:
             cls = trend.get("trend") or "stationary"
             data.append(
