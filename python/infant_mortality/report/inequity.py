@@ -21,6 +21,7 @@ from infant_mortality.report.common import (
     indicator_short,
     narrow_layout,
     nums,
+    to_int,
 )
 from infant_mortality.report.tables import esc
 
@@ -67,14 +68,14 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
             idx = []
             q = _select(quintiles, level, code, indicator=ind, stratifier=strat, period_start=start,
                         period_end=end).sort_values("quintile")
-            rate = q["rate_per_1000"].astype(float)
+            rate = pd.to_numeric(q["rate_per_1000"], errors="coerce").astype(float)
             idx.append(len(data))
-            data.append(dict(type="scatter", x=[int(v) for v in q["quintile"]], y=nums(rate), xaxis="x", yaxis="y",
+            data.append(dict(type="scatter", x=[to_int(v) for v in q["quintile"]], y=nums(rate), xaxis="x", yaxis="y",
                              mode="markers+lines", line=dict(color="#b0bec5", width=1),
                              marker=dict(size=9, color="#6a1b9a"),
-                             error_y=dict(type="data", symmetric=False, array=nums(q["ci95_upper"] - rate),
-                                          arrayminus=nums(rate - q["ci95_lower"]), color="#6a1b9a", width=4),
-                             customdata=[[int(n), int(d), int(b)] for n, d, b in
+                             error_y=dict(type="data", symmetric=False, array=nums(q["ci95_upper"].astype(float) - rate),
+                                          arrayminus=nums(rate - q["ci95_lower"].astype(float)), color="#6a1b9a", width=4),
+                             customdata=[[to_int(n), to_int(d), to_int(b)] for n, d, b in
                                          zip(q["n_communes"], q["deaths"], q["live_births"])],
                              hovertemplate="quintile %{x}: %{y:.2f} per 1000<br>%{customdata[0]} communes, "
                                            "%{customdata[1]} deaths / %{customdata[2]} births<extra></extra>",
@@ -98,18 +99,18 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
                              meta=dict(figure="inequity", kind="gradient", indicator=ind, stratifier=strat)))
             yearly = _select(inequality, level, code, indicator=ind, stratifier=strat, measure="RII",
                              period_kind="single_year").sort_values("period_start")
-            est = yearly["estimate"].astype(float)
+            est = pd.to_numeric(yearly["estimate"], errors="coerce").astype(float)
             idx.append(len(data))
             data.append(dict(type="scatter", x=[int(v) for v in yearly["period_start"]], y=nums(est), xaxis="x3",
                              yaxis="y3", mode="markers", marker=dict(size=7, color="#000"),
-                             error_y=dict(type="data", symmetric=False, array=nums(yearly["ci95_upper"] - est),
-                                          arrayminus=nums(est - yearly["ci95_lower"]), color="#9e9e9e", width=3),
+                             error_y=dict(type="data", symmetric=False, array=nums(yearly["ci95_upper"].astype(float) - est),
+                                          arrayminus=nums(est - yearly["ci95_lower"].astype(float)), color="#9e9e9e", width=3),
                              hovertemplate="%{x}: RII %{y:.2f}<extra></extra>", showlegend=False,
                              meta=dict(figure="inequity", kind="yearly_rii", indicator=ind, stratifier=strat)))
             tr = _select(gap_trends, level, code, indicator=ind, stratifier=strat, period_start=start,
                          period_end=end)
             trend_txt = "no trend"
-            if not tr.empty and pd.notna(tr.iloc[0]["intercept_log10"]):
+            if not tr.empty and pd.notna(tr.iloc[0]["intercept_log10"]) and pd.notna(tr.iloc[0]["slope_log10"]):
                 t = tr.iloc[0]
                 years = list(range(start, end + 1))
                 cls = t["trend"]
