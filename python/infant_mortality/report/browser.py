@@ -197,7 +197,7 @@ def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Pat
             page = browser.open(page_url(report, f"region={region_code}"), width, 900)
             page.wait_rendered()
             paths.append(page.screenshot(outdir / f"page-{width}.png", max_height=2600))
-            for name in ("ranking", "funnel", "map"):
+            for name in ("ranking", "funnel", "map", "inequity"):
                 paths.append(page.screenshot(outdir / f"{name}-{width}.png", f"#fig-{name}-{region_code}"))
             paths.append(page.screenshot(outdir / f"trends-{width}.png", f"#fig-trends-{region_code}-imr",
                                          max_height=1800))
