@@ -4,7 +4,7 @@
 -- comparison, so both sides, and the rest of the region, always cover the same years
 -- (n_years says how many).
 {% set z95 = 1.959963984540054 %}  {# standard normal 0.975 quantile #}
-{% set alpha = var('comparison_alpha', 0.05) %}
+{% set alpha = number_var('comparison_alpha') %}
 
 with pooled as (
     select * from {{ ref('int_period_pooled_counts') }}
@@ -86,7 +86,7 @@ select
     rate_per_1000,
     ci95_lower,
     ci95_upper,
-    deaths < {{ var('unreliable_below_deaths') }} as is_unreliable,
+    deaths < {{ int_var('unreliable_below_deaths') }} as is_unreliable,
     cast(region_deaths as bigint) as region_deaths,
     cast(region_live_births as bigint) as region_live_births,
     region_rate_per_1000,
@@ -116,6 +116,6 @@ select
     imr_funnel_category(deaths, expected_deaths) as funnel_category,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end
-        order by rate_per_1000 desc nulls last, commune_code
+        order by rate_per_1000 desc nulls last, commune_code asc
     ) as integer) as rank_in_region
 from tested

@@ -20,6 +20,16 @@ git as (
     select * from {{ ref('int_build_git') }}
 ),
 
+input_files as (
+    select coalesce(
+        to_json(list(
+            {'input': input, 'entry': entry, 'size_bytes': size_bytes, 'sha256': sha256, 'layout': layout}
+            order by input, entry)),
+        '[]') as input_files_json
+    from {{ ref('audit_input_files') }}
+    where entry_type = 'file' or entry_type = 'zip_member'
+),
+
 scope as (
     select
         string_agg(distinct count_basis, '; ' order by count_basis) as count_basis,
@@ -43,7 +53,7 @@ select
     cast(scope.scope_year_start as integer) as scope_year_start,
     cast(scope.scope_year_end as integer) as scope_year_end,
     {{ sql_string(tojson(values, sort_keys=true)) }} as vars_json,
-    -- The input files are listed by marts.audit_input_files (issue 15 integration: wire here).
-    '[]' as input_files_json
+    cast(input_files.input_files_json as varchar) as input_files_json
 from scope
 cross join git
+cross join input_files

@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds, peak, _ = run_measured(command, os.environ.copy(), log)
         measures.append(Measure("generate files (not part of the build)", seconds, peak))
     manifest = json.loads((files / "generation_manifest.json").read_text())
-    death_file = next(files.glob("DEFUNCIONES_FUENTE_DEIS_*"))
+    death_file = next(files.glob("synthetic_deis_deaths_*"))
     birth_files = sorted((files / "nacimientos").glob("*.csv"))
     n_deaths, n_births = manifest["records"]["deaths"], manifest["records"]["births"]
     n_bytes = csv_bytes([death_file, *birth_files])

@@ -23,7 +23,7 @@ def national_sample(tmp_path_factory):
                      deaths_encoding="utf-8", project_dir=REPO_ROOT))
     path = tmp / "multi.duckdb"
     run_dbt(["build"], path, {"vital_source": "deis_microdata",
-                              "deis_deaths_path": str(next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+                              "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
                               "deis_births_path": str(out / "nacimientos"),
                               "deis_cache_dir": str(tmp / "cache")})
     return path, out
@@ -44,7 +44,7 @@ def infant_deaths_in_files(out) -> Counter:
     """(region, year) -> deaths under one year, read with Python's csv module (methods.md
     section 1: hours, days, months 0-11, years 0)."""
     counts = Counter()
-    deaths_file = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*.csv"))
+    deaths_file = next(out.glob("synthetic_deis_deaths_*.csv"))
     with open(deaths_file, encoding="utf-8", newline="") as handle:
         for row in csv.reader(handle, delimiter=";"):
             unit, amount = row[3], int(row[4])
@@ -120,7 +120,7 @@ def test_region_scope_var_keeps_one_region(tmp_path, national_sample):
     path = tmp_path / "scoped.duckdb"
     run_dbt(["build", "--exclude", "fct_trends"], path, {
         "vital_source": "deis_microdata",
-        "deis_deaths_path": str(next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+        "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
         "deis_births_path": str(out / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache"),
         "scope_regions": ["12"], "scope_year_start": 2016})
     rows = query(path, "select distinct area_level, region_code, min(year) over () from marts.fct_rates_commune_year "

@@ -306,22 +306,20 @@ def test_failed_build_leaves_the_published_files_untouched_and_says_why(publishe
     path = copy_published(published.path, tmp_path)
     parquet_dir = path.parent / "parquet"
     hashes_before = {p.name: sha256(p) for p in [path, *parquet_dir.iterdir()]}
-    # A corrupted input: a copy of the raw files with a 4 KiB block of one zeroed (a bad disk
-    # block or transfer); DuckDB can no longer read the file's columns.
+    # A faulty input that must stop the build: a copy of the raw files with one INE row twice.
     raw = tmp_path / "raw"
     shutil.copytree(REPO_ROOT / "data" / "raw", raw)
-    broken = raw / "ine_vital_statistics_rm_2010_2019.csv"
-    content = broken.read_bytes()
-    middle = len(content) // 2
+    broken = raw / "ine_vital_statistics_chile_2010_2019.csv"
+    lines = broken.read_text(encoding="utf-8").splitlines(keepends=True)
     broken.chmod(0o644)
-    broken.write_bytes(content[:middle] + b"\0" * 4096 + content[middle + 4096:])
+    broken.write_text("".join(lines[:3] + lines[2:]), encoding="utf-8")  # line 4 repeats line 3
 
     result = run_publish(path, "--vars", json.dumps({"raw_data_dir": str(raw)}))
 
     assert result.returncode != 0
     assert "dbt build FAILED" in result.stderr
     assert "Published file left untouched" in result.stderr
-    assert "stg_ine__vital_statistics" in result.stderr  # dbt's own failure line names the model
+    assert f"Duplicated row in {broken} line 4: same key as line 3" in result.stderr  # dbt's error, via publish
     assert "Traceback" not in result.stderr
     assert {p.name: sha256(p) for p in [path, *parquet_dir.iterdir()]} == hashes_before
     # No large leftover: the failed build's folder is gone.

@@ -13,7 +13,7 @@ def test_every_rm_commune_and_the_region_has_an_imr_trend_over_2010_2019(bundled
         "select area_level, count(*) from marts.fct_trends where indicator = 'imr' "
         "and period_start = 2010 and period_end = 2019 group by area_level order by area_level",
     )
-    assert rows == [("commune", 52), ("region", 1)]
+    assert rows == [("commune", 346), ("country", 1), ("region", 16)]
 
 
 def test_trend_class_follows_from_p_value_and_slope(bundled_warehouse):
@@ -21,7 +21,7 @@ def test_trend_class_follows_from_p_value_and_slope(bundled_warehouse):
         bundled_warehouse,
         "select trend, p_value, slope_log10, n_years_used from marts.fct_trends where indicator = 'imr'",
     )
-    assert len(rows) == 3 * 53
+    assert len(rows) == 3 * (346 + 16 + 1)
     for trend, p, slope, used in rows:
         if used < 5 or p is None:
             assert trend == "not_estimable"
@@ -35,13 +35,13 @@ def test_region_trend_equals_a_statsmodels_reference_fit_of_its_yearly_rates(bun
     years, rates = zip(*query(
         bundled_warehouse,
         "select year, rate_per_1000 from marts.fct_rates_commune_year "
-        "where area_level = 'region' and indicator = 'imr' order by year",
+        "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year",
     ))
     reference = prais_winsten_trend(np.log10(rates), np.array(years, dtype=float))
     (slope, se, p, rho, apc, lower, upper, trend), = query(
         bundled_warehouse,
         "select slope_log10, slope_se, p_value, rho, apc, apc_ci95_lower, apc_ci95_upper, trend "
-        "from marts.fct_trends where area_level = 'region' and indicator = 'imr' "
+        "from marts.fct_trends where area_level = 'region' and area_code = '13' and indicator = 'imr' "
         "and period_start = 2010 and period_end = 2019",
     )
     assert slope == pytest.approx(reference.params[1], rel=1e-9)
