@@ -89,7 +89,9 @@ def mart_row(warehouse: Path, commune_name: str, combo: str = FULL) -> dict:
 
 
 def names_in(warehouse: Path) -> list[str]:
-    return [n for (n,) in query(warehouse, "select distinct commune_name from marts.fct_commune_vs_region")]
+    """The Metropolitan Region's communes (the region the report shows first)."""
+    return [n for (n,) in query(warehouse, "select distinct commune_name from marts.fct_commune_vs_region "
+                                           "where region_code = '13'")]
 
 
 
@@ -129,7 +131,7 @@ def page(rendered) -> str:
 
 
 def test_every_commune_appears_in_figures_and_table(bundled_warehouse, page):
-    names = [n for (n,) in query(bundled_warehouse, "select distinct commune_name from marts.fct_commune_vs_region")]
+    names = names_in(bundled_warehouse)
     assert len(names) == 52
     figs = figures(page)
     ranking = figs["fig-ranking-13"]
@@ -141,12 +143,13 @@ def test_every_commune_appears_in_figures_and_table(bundled_warehouse, page):
     for name in names:
         assert name in in_ranking and name in in_funnel and name in in_map and name in in_table, name
     # Every row of the comparison mart is in the table, with its combo key.
-    (n_rows,) = query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region")[0]
+    (n_rows,) = query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region where region_code = '13'")[0]
     assert len(table_rows(page, "comparison-table-13")) == n_rows
     # The ranking's categories are every commune sorted by rate (highest on top = last).
     order = ranking["layout"]["yaxis"]["categoryarray"]
     rates = dict(query(bundled_warehouse, "select commune_name, rate_per_1000 from marts.fct_commune_vs_region "
-                                          "where period_start = 2010 and period_end = 2019"))
+                                          "where period_start = 2010 and period_end = 2019 and region_code = '13' "
+                                          "and indicator = 'imr'"))
     assert sorted(order) == sorted(names)
     assert [rates[n] for n in order] == sorted(rates.values())
 
@@ -171,7 +174,7 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
     # The regional line and band: the region's pooled rate 2010-2019 with exact limits,
     # computed here from its yearly rows (sum / sum) and scipy's Poisson quantiles.
     deaths, births = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_rates_commune_year "
-                                              "where area_level = 'region' and indicator = 'imr'")[0]
+                                              "where area_level = 'region' and area_code = '13' and indicator = 'imr'")[0]
     shapes = figs["fig-ranking-13"]["layout"]["shapes"]
     line = [s for s in shapes if s["type"] == "line"][0]
     band = [s for s in shapes if s["type"] == "rect"][0]
@@ -240,10 +243,10 @@ def test_map_is_a_choropleth_that_keeps_every_commune_in_frame(bundled_warehouse
     options = {(o["measure"], o["combo"]): set(o["significant"]) for o in layout["meta"]["options"]}
     sig = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_commune_vs_region where "
                                                   "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
-                                                  "and comparison in ('higher', 'lower')")}
+                                                  "and comparison in ('higher', 'lower') and region_code = '13'")}
     exceeds = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_smoothed_rates where "
                                                       "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
-                                                      "and prob_exceeds_region > 0.95")}
+                                                      "and prob_exceeds_region > 0.95 and region_code = '13'")}
     assert options[("rate_ratio", FULL)] == options[("crude", FULL)] == sig and len(sig) == 13
     assert options[("exceedance", FULL)] == exceeds
     # The default option is drawn: a commune's outline and fill as the first option says.
@@ -257,7 +260,8 @@ def test_map_is_a_choropleth_that_keeps_every_commune_in_frame(bundled_warehouse
 def test_headline_counts_thresholds_and_data_quality(bundled_warehouse, page):
     hi, lo, n = query(bundled_warehouse, "select count(*) filter (where comparison = 'higher'), "
                                          "count(*) filter (where comparison = 'lower'), count(*) "
-                                         "from marts.fct_commune_vs_region where period_start = 2010 and period_end = 2019")[0]
+                                         "from marts.fct_commune_vs_region where period_start = 2010 and period_end = 2019 "
+                                         "and region_code = '13' and indicator = 'imr'")[0]
     assert f"<b>{hi}</b> of {n} communes significantly" in page
     assert f"<b>{lo}</b> significantly <span class='lower'>lower</span>" in page
     for term in ("TMI", "TMN", "TMNP", "TMIT", "RT, razón de tasas", "RAP, riesgo atribuible", "RAP%"):
@@ -273,8 +277,8 @@ def test_headline_counts_thresholds_and_data_quality(bundled_warehouse, page):
     assert f"{others} other finding(s)" in quality
     header = page[page.index("<header>"):page.index("</header>")]
     assert "derived: INE deaths all ages - DEIS deaths aged 1+" in header  # the count basis is stated
-    # One region: no country section and no selector.
-    assert 'class="country-block"' not in page and 'id="region-select"' not in page
+    # The national build: the country section, and the selector opens on the Metropolitan Region.
+    assert 'class="country-block"' in page and '<option value="13" selected>' in page
 
 
 def test_no_external_references(page):
@@ -299,6 +303,7 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
         warehouse,
         # The figure shows the widest trend window (the full window of the data).
         "select area_level, area_code, slope_log10, apc, trend from marts.fct_trends where indicator = 'imr' "
+        "and region_code = '13' and area_level in ('region', 'commune') "
         "and period_end - period_start = (select max(period_end - period_start) from marts.fct_trends)",
     )}
     rate_traces = traces(fig, kind="rates")
@@ -325,8 +330,10 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
 def test_trend_section(bundled_warehouse, page):
     check_trend_figure(bundled_warehouse, page)
     cls, apc = query(bundled_warehouse, "select trend, apc from marts.fct_trends where area_level = 'region' "
-                                        "and period_start = 2010 and period_end = 2019 and indicator = 'imr'")[0]
-    headline = page[page.index('<div class="headline">'):]
+                                        "and area_code = '13' and period_start = 2010 and period_end = 2019 "
+                                        "and indicator = 'imr'")[0]
+    region = page[page.index('<section class="region-block" data-region="13"'):]
+    headline = region[region.index('<div class="headline">'):]
     headline = headline[:headline.index("</div>")]
     assert f"<b>{cls}</b>" in headline and f"APC {fmt(apc, 1, signed=True)}%" in headline
 
@@ -438,7 +445,7 @@ def multi_region(tmp_path_factory):
     generate(Options(out_dir=files, regions=REGIONS, years=tuple(range(2010, 2020)), project_dir=REPO_ROOT))
     warehouse = tmp / "regions.duckdb"
     run_dbt(["build"], warehouse, {"vital_source": "deis_microdata",
-                                   "deis_deaths_path": str(next(files.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+                                   "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*"))),
                                    "deis_births_path": str(files / "nacimientos"),
                                    "deis_cache_dir": str(tmp / "cache")})
     out = report.write_report(warehouse, tmp / "regions.html")
@@ -467,6 +474,9 @@ def test_country_section_and_region_selector(multi_region):
     cls = query(warehouse, "select trend from marts.fct_trends where area_level = 'country' and indicator = 'imr' "
                            "and period_start = 2010 and period_end = 2019")[0][0]
     assert TREND_LABELS[cls].lower() in fig["layout"]["annotations"][0]["text"]
+    # The header states the build's count basis from meta_build, marked when the data are generated.
+    (basis,) = query(warehouse, "select count_basis from marts.meta_build")[0]
+    assert "GENERATED" in basis and f'<p class="generated-data">Counts: {html.escape(basis)}.</p>' in text
     # All four indicators come from the microdata.
     assert {k.rsplit("-", 1)[1] for k in figures(text) if k.startswith("fig-trends-CL-")} == {"imr", "nmr", "enmr", "pnmr"}
 

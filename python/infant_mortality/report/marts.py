@@ -19,9 +19,8 @@ REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_rates_commune_year", "fct
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
                   "fct_inequality_trends")
 
-# The models' defaults for thresholds that meta_build's vars_json does not list (a var not set
-# in the build is recorded only when declared in dbt_project.yml).
-DEFAULT_THRESHOLDS = dict(unreliable_below_deaths=20, comparison_alpha=0.05, trend_p_threshold=0.05)
+# The dbt vars the report states (their values are the build's, from meta_build.vars_json).
+THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float}
 
 
 class ReportError(RuntimeError):
@@ -32,9 +31,9 @@ class ReportError(RuntimeError):
 class Settings:
     """How the warehouse was built, as `marts.meta_build` records it."""
 
-    unreliable_below_deaths: int = DEFAULT_THRESHOLDS["unreliable_below_deaths"]
-    comparison_alpha: float = DEFAULT_THRESHOLDS["comparison_alpha"]
-    trend_p_threshold: float = DEFAULT_THRESHOLDS["trend_p_threshold"]
+    unreliable_below_deaths: int
+    comparison_alpha: float
+    trend_p_threshold: float
     count_basis: str | None = None
     built_at: str | None = None
     git_commit: str | None = None
@@ -118,7 +117,11 @@ def _settings(meta: pd.DataFrame) -> Settings:
         raise ReportError("marts.meta_build is empty: the warehouse was not built completely; rebuild it.")
     row = meta.iloc[0].to_dict()
     values = json.loads(row.get("vars_json") or "{}")
-    thresholds = {k: type(v)(values[k]) if values.get(k) is not None else v for k, v in DEFAULT_THRESHOLDS.items()}
+    missing = [k for k in THRESHOLD_VARS if values.get(k) is None]
+    if missing:
+        raise ReportError(f"marts.meta_build.vars_json has no {', '.join(missing)}: the warehouse was built by an "
+                          "older version; rebuild it with `make warehouse`.")
+    thresholds = {k: cast(values[k]) for k, cast in THRESHOLD_VARS.items()}
     return Settings(**thresholds, count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
                     git_commit=row.get("git_commit") or None)
 
