@@ -389,7 +389,8 @@ def build_html(marts: Marts) -> str:
                        for c, n in regions)
         selector = (
             f'<p class="region-picker"><label for="region-select"><b>Region:</b></label> '
-            f'<select id="region-select" class="region-select">{opts}</select></p>'
+            f'<select id="region-select" class="region-select">{opts}</select> '
+            f'<a href="#regions">to the region</a></p>'
         )
     years = marts.rates["year"]
     period = f"{int(years.min())}-{int(years.max())}" if len(years) else ""
@@ -417,8 +418,9 @@ def build_html(marts: Marts) -> str:
 </header>
 <main>
 <div id="js-errors"></div>
-{country}
 {selector}
+{country}
+<span id="regions"></span>
 {"".join(blocks)}
 <h2>Definitions</h2>
 {glossary_html(present, marts.settings)}
