@@ -1,5 +1,5 @@
 """A self-contained HTML report of the warehouse: the country, then per region the ranking,
-trends, funnel plot, map and comparison table, built from the marts only.
+trends, funnel plot, choropleth map, inequity section and comparison table, from the marts only.
 
     python -m infant_mortality.report [--warehouse PATH] [--output PATH] [--screenshots DIR]
 
@@ -8,11 +8,11 @@ or ``$IMR_DUCKDB_PATH``; opened read-only and closed as soon as the tables are r
 one HTML file (default ``reports/infant_mortality_report.html``) that needs no server and no
 internet: plotly.js, the style sheet and script (``static/``) and every figure's data are
 inlined; a figure is decoded and drawn when its region is selected. Modules: ``marts`` (reading),
-one module per figure (``ranking``, ``trends``, ``funnel``, ``commune_map``), ``tables``,
-``page`` (the HTML), ``browser`` (headless Chromium).
+one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth``, ``inequity``),
+``tables``, ``page`` (the HTML), ``browser`` (headless Chromium over the DevTools pipe).
 
-``--screenshots DIR`` also writes PNGs of the page and of each figure of the Metropolitan
-Region at 1400 and 420 px wide, drawn by headless Chromium (``/usr/bin/chromium`` or ``$CHROMIUM``).
+``--screenshots DIR`` also writes PNGs of the top of the page and of each figure of the
+Metropolitan Region at 1400 and 420 px wide, drawn by headless Chromium (``/usr/bin/chromium`` or ``$CHROMIUM``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -53,7 +53,6 @@ class Marts:
     geojson: dict
     inequity: dict[str, pd.DataFrame]
     indicators: list[Indicator]
-    present: set[str] = field(default_factory=set)
 
 
 def default_warehouse() -> Path:
@@ -105,7 +104,6 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
                                                      "fct_commune_deprivation", "fct_inequality",
                                                      "fct_inequality_trends")},
             indicators=_indicators(read("dim_indicator")),
-            present=present,
         )
     finally:
         con.close()
