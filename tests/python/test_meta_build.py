@@ -73,21 +73,6 @@ def test_dim_indicator_is_the_seed_and_covers_every_mart(bundled_warehouse):
         assert outside == 0, mart
 
 
-def test_the_report_labels_agree_with_the_seed():
-    # Until the report reads dim_indicator, its table of labels must say what the seed says.
-    import csv
-
-    from infant_mortality.report_figures import INDICATORS
-
-    with open(REPO_ROOT / "seeds" / "indicators.csv", encoding="utf-8") as f:
-        seed = {row["indicator"]: row for row in csv.DictReader(f)}
-    assert set(INDICATORS) == set(seed)
-    for code, (abbr_es, name_en, abbr_en, ages_en) in INDICATORS.items():
-        row = seed[code]
-        assert (abbr_es, name_en, abbr_en, ages_en) == (
-            row["abbreviation_es"], row["name_en"], row["abbreviation_en"], row["ages_en"]), code
-
-
 def test_git_commit_is_null_with_a_note_outside_a_git_checkout(tmp_path, monkeypatch):
     # The Python model int_build_git run as dbt runs it, from a folder that is not a checkout.
     import importlib.util

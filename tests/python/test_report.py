@@ -1,21 +1,22 @@
-"""The HTML report (`python -m infant_mortality.report`) on a real build of the bundled data.
+"""The HTML report (`python -m infant_mortality.report`) on a real build of the bundled data
+and on a generated build of three regions (the country section, the region selector).
 
-The figures' numbers are read back from the plotly JSON embedded in the page and compared
-with the marts; a headless Chromium (Debian's `chromium`) checks that the page renders with
-no JavaScript error. Only the browser tests are skipped when Chromium is missing.
+The figures' numbers are read back from the plotly JSON embedded (compressed) in the page and
+compared with the marts; a headless Chromium (Debian's `chromium`) draws the page at a desktop
+width and as a 420 px phone and checks that every shown figure rendered, with no JavaScript
+error and no sideways scrolling. Only the browser tests are skipped when Chromium is missing.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import json
 import math
 import re
 import shutil
 import struct
-import subprocess
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -23,10 +24,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import query
+from conftest import REPO_ROOT, query, run_dbt
 from infant_mortality import report
-from infant_mortality.poisson import funnel_count_limits
+from infant_mortality.generate_deis import Options, generate
+from infant_mortality.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.prais_winsten import prais_winsten_trend
+from infant_mortality.report.browser import Browser, page_url
+from infant_mortality.report.common import TREND_LABELS, fmt
+from infant_mortality.report.ranking import RANKING_CUSTOMDATA
 
 FULL = "imr|2010|2019"
 CHROMIUM = report.find_chromium()
@@ -40,10 +45,22 @@ needs_chromium = pytest.mark.skipif(
 # --------------------------------------------------------------------------------------------
 
 
+def embedded(page: str) -> dict[str, object]:
+    """Every data element of the report (gzip + base64 JSON), decoded here with the standard
+    library, by id (without `-data`)."""
+    found = re.findall(r'<script type="application/octet-stream" id="([^"]+)-data">(.*?)</script>', page, re.S)
+    return {key: json.loads(gzip.decompress(base64.b64decode(text))) for key, text in found}
+
+
 def figures(page: str) -> dict[str, dict]:
     """The plotly specs embedded in the report, by figure id."""
-    found = re.findall(r'<script type="application/json" id="(fig-[^"]+)-data">(.*?)</script>', page, re.S)
-    return {fig_id: json.loads(text) for fig_id, text in found}
+    return {k: v for k, v in embedded(page).items() if k.startswith("fig-")}
+
+
+def table_rows(page: str, table_id: str) -> list[list]:
+    """A comparison table's rows as the page embeds them: [combo, [cell text, ...]]."""
+    return [[combo, [c[0] if isinstance(c, list) else c for c in cells]]
+            for combo, cells in embedded(page)[table_id]["rows"]]
 
 
 def traces(fig: dict, **meta) -> list[dict]:
@@ -71,11 +88,11 @@ def mart_row(warehouse: Path, commune_name: str, combo: str = FULL) -> dict:
     return df.iloc[0].to_dict()
 
 
-def has_table(warehouse: Path, name: str) -> bool:
-    return bool(
-        query(warehouse, "select count(*) from information_schema.tables where table_schema = 'marts' "
-                         "and table_name = ?", [name])[0][0]
-    )
+def names_in(warehouse: Path) -> list[str]:
+    """The Metropolitan Region's communes (the region the report shows first)."""
+    return [n for (n,) in query(warehouse, "select distinct commune_name from marts.fct_commune_vs_region "
+                                           "where region_code = '13'")]
+
 
 
 def copy_warehouse(src: Path, dst_dir: Path) -> Path:
@@ -84,51 +101,10 @@ def copy_warehouse(src: Path, dst_dir: Path) -> Path:
     return dst
 
 
-def stand_in_trends(warehouse: Path) -> None:
-    """Replace marts.fct_trends by one computed here (Prais-Winsten on log10 rate, zero years
-    dropped) so that the trend figures are tested even before the real mart exists."""
-    with duckdb.connect(str(warehouse)) as con:
-        rates = con.execute("select * from marts.fct_rates_commune_year where area_level in ('commune', 'region')").df()
-        rows = []
-        for (level, code, ind), g in rates.groupby(["area_level", "area_code", "indicator"]):
-            g = g.sort_values("year")
-            used = g[g.rate_per_1000 > 0]
-            base = dict(area_level=level, area_code=code, area_name=g.area_name.iloc[0],
-                        region_code=g.region_code.iloc[0], indicator=ind, period_start=int(g.year.min()),
-                        period_end=int(g.year.max()), n_years=len(g), n_years_used=len(used),
-                        n_zero_years=int((g.rate_per_1000 == 0).sum()))
-            if len(used) < 5:
-                rows.append(dict(base, trend="not_estimable", note="fewer than 5 usable years"))
-                continue
-            res = prais_winsten_trend(np.log10(used.rate_per_1000.to_numpy()), used.year.to_numpy())
-            b, se, p = float(res.params[1]), float(res.bse[1]), float(res.pvalues[1])
-            rows.append(dict(
-                base, slope_log10=b, slope_se=se,
-                t_stat=b / se, p_value=p, rho=res.rho, iterations=res.iterations, converged=res.converged,
-                dw_original=res.dw_original, dw_transformed=res.dw_transformed, apc=(10**b - 1) * 100,
-                apc_ci95_lower=(10 ** (b - 2.3 * se) - 1) * 100, apc_ci95_upper=(10 ** (b + 2.3 * se) - 1) * 100,
-                trend=("increasing" if b > 0 else "decreasing") if p < 0.05 else "stationary", note=None,
-            ))
-
-        con.register("frame", pd.DataFrame(rows))
-        con.execute("drop table if exists marts.fct_trends")
-        con.execute("create table marts.fct_trends as select * from frame")
-
-
 def png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()[:24]
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     return struct.unpack(">II", data[16:24])
-
-
-def chromium(page: Path, *args: str) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory(prefix="imr-test-chromium-") as profile:
-        cmd = [
-            CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-            *args, page.resolve().as_uri(),
-        ]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,21 +131,25 @@ def page(rendered) -> str:
 
 
 def test_every_commune_appears_in_figures_and_table(bundled_warehouse, page):
-    names = [n for (n,) in query(bundled_warehouse, "select distinct commune_name from marts.fct_commune_vs_region")]
+    names = names_in(bundled_warehouse)
     assert len(names) == 52
     figs = figures(page)
     ranking = figs["fig-ranking-13"]
     in_ranking = {y for t in traces(ranking, combo=FULL) for y in t["y"]}
     in_funnel = {x for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"] for x in t["text"]}
-    in_map = {row[0] for t in traces(figs["fig-map-13"], combo=FULL, panel="overview") for row in t["customdata"]}
-    table = page[page.index('id="comparison-table-13"'):]
+    in_map = {row[0] for t in traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview")
+              for row in t["customdata"]}
+    in_table = {cells[0] for combo, cells in table_rows(page, "comparison-table-13") if combo == FULL}
     for name in names:
-        assert name in in_ranking and name in in_funnel and name in in_map, name
-        assert f"<td>{html.escape(name)}</td>" in table, name
+        assert name in in_ranking and name in in_funnel and name in in_map and name in in_table, name
+    # Every row of the comparison mart is in the table, with its combo key.
+    (n_rows,) = query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region where region_code = '13'")[0]
+    assert len(table_rows(page, "comparison-table-13")) == n_rows
     # The ranking's categories are every commune sorted by rate (highest on top = last).
     order = ranking["layout"]["yaxis"]["categoryarray"]
     rates = dict(query(bundled_warehouse, "select commune_name, rate_per_1000 from marts.fct_commune_vs_region "
-                                          "where period_start = 2010 and period_end = 2019"))
+                                          "where period_start = 2010 and period_end = 2019 and region_code = '13' "
+                                          "and indicator = 'imr'"))
     assert sorted(order) == sorted(names)
     assert [rates[n] for n in order] == sorted(rates.values())
 
@@ -183,7 +163,7 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
     t, i = point(traces(figs["fig-ranking-13"], combo=FULL), "Independencia")
     assert t["meta"]["comparison"] == mart["comparison"] == "higher"
     assert close(t["x"][i], mart["rate_per_1000"])
-    cd = dict(zip(report.rf.RANKING_CUSTOMDATA, t["customdata"][i]))
+    cd = dict(zip(RANKING_CUSTOMDATA, t["customdata"][i]))
     for col in ("ci95_lower", "ci95_upper", "rate_ratio", "rate_ratio_ci95_lower", "rate_ratio_ci95_upper",
                 "excess_rate_per_1000", "attributable_percent", "p_value", "deaths", "live_births"):
         assert close(cd[col], mart[col]), col
@@ -191,21 +171,36 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
     assert close(t["x"][i] - t["error_x"]["arrayminus"][i], mart["ci95_lower"])
     assert mart["rate_per_1000"] == pytest.approx(8.653846, abs=1e-6)
 
-    # The regional line: the region's own pooled rate (sum/sum of its yearly rows).
+    # The regional line and band: the region's pooled rate 2010-2019 with exact limits,
+    # computed here from its yearly rows (sum / sum) and scipy's Poisson quantiles.
     deaths, births = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_rates_commune_year "
-                                              "where area_level = 'region' and indicator = 'imr'")[0]
-    line = [s for s in figs["fig-ranking-13"]["layout"]["shapes"] if s["type"] == "line"][0]
+                                              "where area_level = 'region' and area_code = '13' and indicator = 'imr'")[0]
+    shapes = figs["fig-ranking-13"]["layout"]["shapes"]
+    line = [s for s in shapes if s["type"] == "line"][0]
+    band = [s for s in shapes if s["type"] == "rect"][0]
+    lo, hi = poisson_ci(float(deaths))
     assert close(line["x0"], 1000 * float(deaths) / float(births))
+    assert band["x0"] == pytest.approx(1000 * float(lo) / float(births), rel=1e-9)
+    assert band["x1"] == pytest.approx(1000 * float(hi) / float(births), rel=1e-9)
 
-    # Map: RT and RAP in the hover data; funnel: births, rate and the mart's category.
-    t, i = point(traces(figs["fig-map-13"], combo=FULL, panel="overview"), "Independencia", "customdata")
-    name, rate, lo, hi, rt, rap, rap_pct = t["customdata"][i]
-    assert close(rt, mart["rate_ratio"]) and close(rap, mart["excess_rate_per_1000"]) and close(rate, mart["rate_per_1000"])
+    # Map: crude rate and RT from the comparison mart, smoothed rate and exceedance from
+    # fct_smoothed_rates; funnel: births, rate and the mart's category.
+    t, i = point(traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview"), "Independencia", "customdata")
+    name, crude, eb, prob, rt = t["customdata"][i]
+    assert close(rt, mart["rate_ratio"]) and close(crude, mart["rate_per_1000"])
+    eb_mart, prob_mart = query(bundled_warehouse, "select eb_global_rate_per_1000, prob_exceeds_region from "
+                                                  "marts.fct_smoothed_rates where commune_code = '13108' and "
+                                                  "indicator = 'imr' and period_start = 2010 and period_end = 2019")[0]
+    assert close(eb, eb_mart) and close(prob, prob_mart)
     assert "RT 1.28 (95% CI 1.08 to 1.52)" in t["hovertext"][i]
     t, i = point([t for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"]],
                  "Independencia", "text")
     assert t["meta"]["funnel_category"] == mart["funnel_category"]
     assert close(t["x"][i], mart["live_births"]) and close(t["y"][i], mart["rate_per_1000"])
+    # The table row carries the mart's numbers, formatted.
+    row = next(cells for combo, cells in table_rows(page, "comparison-table-13")
+               if combo == FULL and cells[0] == "Independencia")
+    assert "8.65" in row and "1.28" in row and "higher" in row
 
 
 def test_funnel_limits_are_the_exact_poisson_limits(page):
@@ -221,14 +216,58 @@ def test_funnel_limits_are_the_exact_poisson_limits(page):
         assert lower == pytest.approx(1000 * lo[0] / births, rel=1e-9)
 
 
-def test_headline_counts_and_data_quality(bundled_warehouse, page):
+def test_map_is_a_choropleth_that_keeps_every_commune_in_frame(bundled_warehouse, page):
+    """One polygon per commune and panel; the whole region's polygons inside its frame; the
+    seats named in the enlarged core inside that frame with a margin of 4% (not cut: Lo
+    Barnechea, Pirque); the outlined communes are the mart's significant ones."""
+    fig = figures(page)["fig-map-13"]
+    layout = fig["layout"]
+    polygons = traces(fig, kind="polygon", panel="overview")
+    assert len(polygons) == 52 and len(traces(fig, kind="polygon", panel="zoom")) == 52
+    (x0, x1), (y0, y1) = layout["xaxis"]["range"], layout["yaxis"]["range"]
+    for t in polygons:
+        xs, ys = [v for v in t["x"] if v is not None], [v for v in t["y"] if v is not None]
+        assert x0 <= min(xs) and max(xs) <= x1 and y0 <= min(ys) and max(ys) <= y1, t["meta"]["commune_code"]
+    named = []
+    for panel, (xa, ya) in (("overview", ("xaxis", "yaxis")), ("zoom", ("xaxis2", "yaxis2"))):
+        (x0, x1), (y0, y1) = layout[xa]["range"], layout[ya]["range"]
+        mx, my = 0.04 * (x1 - x0), 0.04 * (y1 - y0)
+        (labels,) = traces(fig, kind="labels", panel=panel)
+        for x, y, name in zip(labels["x"], labels["y"], labels["text"]):
+            assert x0 + mx <= x <= x1 - mx and y0 + my <= y <= y1 - my, (panel, name)
+        named += labels["text"]
+        if panel == "zoom":
+            assert {"Santiago", "Providencia", "Independencia"} <= set(labels["text"])
+    assert sorted(named) == sorted(names_in(bundled_warehouse))  # each commune named once: Lo Barnechea, Pirque
+    # The outlines: significant against the rest of the region, or P(rate > region) > 0.95.
+    options = {(o["measure"], o["combo"]): set(o["significant"]) for o in layout["meta"]["options"]}
+    sig = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_commune_vs_region where "
+                                                  "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                                  "and comparison in ('higher', 'lower') and region_code = '13'")}
+    exceeds = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_smoothed_rates where "
+                                                      "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                                      "and prob_exceeds_region > 0.95 and region_code = '13'")}
+    assert options[("rate_ratio", FULL)] == options[("crude", FULL)] == sig and len(sig) == 13
+    assert options[("exceedance", FULL)] == exceeds
+    # The default option is drawn: a commune's outline and fill as the first option says.
+    first = layout["updatemenus"][0]["buttons"][0]["args"][0]
+    outlined = {t["meta"]["commune_code"] for t in polygons if t["line"]["width"] > 1}
+    names = dict(query(bundled_warehouse, "select commune_code, commune_name from marts.dim_commune"))
+    assert {names[c] for c in outlined} == sig
+    assert all(t["fillcolor"] == first["fillcolor"][fig["data"].index(t)] for t in polygons)
+
+
+def test_headline_counts_thresholds_and_data_quality(bundled_warehouse, page):
     hi, lo, n = query(bundled_warehouse, "select count(*) filter (where comparison = 'higher'), "
                                          "count(*) filter (where comparison = 'lower'), count(*) "
-                                         "from marts.fct_commune_vs_region where period_start = 2010 and period_end = 2019")[0]
+                                         "from marts.fct_commune_vs_region where period_start = 2010 and period_end = 2019 "
+                                         "and region_code = '13' and indicator = 'imr'")[0]
     assert f"<b>{hi}</b> of {n} communes significantly" in page
     assert f"<b>{lo}</b> significantly <span class='lower'>lower</span>" in page
     for term in ("TMI", "TMN", "TMNP", "TMIT", "RT, razón de tasas", "RAP, riesgo atribuible", "RAP%"):
         assert term in page
+    # Thresholds as the build used them (the defaults of dbt_project.yml for this build).
+    assert "fewer than 20 deaths (CDC/NCHS convention)" in page and "mid-p &lt; 0.05" in page
     affects = query(bundled_warehouse, "select record_key from marts.audit_data_quality where affects_results")
     others = query(bundled_warehouse, "select count(*) from marts.audit_data_quality where not affects_results")[0][0]
     quality = page[page.index("<h2>Data quality</h2>"):]
@@ -236,19 +275,25 @@ def test_headline_counts_and_data_quality(bundled_warehouse, page):
     for (key,) in affects:
         assert html.escape(key) in quality
     assert f"{others} other finding(s)" in quality
-    assert "derived: INE deaths all ages - DEIS deaths aged 1+" in page  # the count basis is stated
+    header = page[page.index("<header>"):page.index("</header>")]
+    assert "derived: INE deaths all ages - DEIS deaths aged 1+" in header  # the count basis is stated
+    # The national build: the country section, and the selector opens on the Metropolitan Region.
+    assert 'class="country-block"' in page and '<option value="13" selected>' in page
 
 
 def test_no_external_references(page):
     tags = re.findall(r"<(?:script|link|img|iframe|source|embed|object)\b[^>]*>", page, re.I)
     for tag in tags:
         assert not re.search(r"\b(?:src|href|data)\s*=", tag, re.I), tag
-    assert not re.search(r"@import|url\(\s*['\"]?https?:", page.split("<script>")[0], re.I)
-    assert page.count("<script>") >= 3 and "Plotly.newPlot" in page  # plotly.js is inlined
+    assert not re.search(r"@import|url\(\s*['\"]?https?:", page.split("<script")[0], re.I)
+    # plotly.js is inlined (compressed), not fetched.
+    packed = re.search(r'<script type="application/octet-stream" id="plotly-js">(.*?)</script>', page, re.S).group(1)
+    plotly_js = gzip.decompress(base64.b64decode(packed)).decode("utf-8")
+    assert len(plotly_js) > 3_000_000 and "newPlot" in plotly_js
 
 
 # --------------------------------------------------------------------------------------------
-# Trends: with the mart, with a stand-in, and without it
+# Trends: the fitted line is the mart's
 # --------------------------------------------------------------------------------------------
 
 
@@ -258,6 +303,7 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
         warehouse,
         # The figure shows the widest trend window (the full window of the data).
         "select area_level, area_code, slope_log10, apc, trend from marts.fct_trends where indicator = 'imr' "
+        "and region_code = '13' and area_level in ('region', 'commune') "
         "and period_end - period_start = (select max(period_end - period_start) from marts.fct_trends)",
     )}
     rate_traces = traces(fig, kind="rates")
@@ -272,45 +318,87 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
         assert t["meta"]["trend"] == cls
         x, y = t["x"], t["y"]
         assert (math.log10(y[-1]) - math.log10(y[0])) / (x[-1] - x[0]) == pytest.approx(slope, rel=1e-9, abs=1e-12)
-    # Subplot titles carry the class and the APC.
+    # Panel titles carry the class and the APC.
     titles = [a["text"] for a in fig["layout"]["annotations"]]
     slope, apc, cls = trends[("commune", "13108")]
     title = next(t for t in titles if "Independencia" in t)
-    assert report.rf.TREND_LABELS[cls].lower() in title and f"APC {report.fmt(apc, 1, signed=True)}%" in title
-    assert 'id="trends-missing-note"' not in page
+    assert TREND_LABELS[cls].lower() in title and f"APC {fmt(apc, 1, signed=True)}%" in title
+    # report.js lays the panels out: one per series.
+    assert fig["layout"]["meta"]["grid"]["n"] == 53
 
 
-def test_trend_section_with_the_real_mart(bundled_warehouse, page):
-    if not has_table(bundled_warehouse, "fct_trends"):
-        pytest.skip("marts.fct_trends is not built by this project yet (covered by the stand-in test)")
+def test_trend_section(bundled_warehouse, page):
     check_trend_figure(bundled_warehouse, page)
-
-
-def test_trend_section_with_a_stand_in_mart(bundled_warehouse, tmp_path):
-    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
-    stand_in_trends(warehouse)
-    out = report.write_report(warehouse, tmp_path / "r.html")
-    text = out.read_text(encoding="utf-8")
-    check_trend_figure(warehouse, text)
-    # The intercept came from the Prais-Winsten refit (slope identical), not the approximate anchor.
-    fits = traces(figures(text)["fig-trends-13-imr"], kind="fit")
-    assert {t["meta"]["line_method"] for t in fits} == {"refit"}
-    # The headline states the region's trend class and APC.
-    cls, apc = query(warehouse, "select trend, apc from marts.fct_trends where area_level = 'region'")[0]
-    headline = text[text.index('<div class="headline">'):]
+    cls, apc = query(bundled_warehouse, "select trend, apc from marts.fct_trends where area_level = 'region' "
+                                        "and area_code = '13' and period_start = 2010 and period_end = 2019 "
+                                        "and indicator = 'imr'")[0]
+    region = page[page.index('<section class="region-block" data-region="13"'):]
+    headline = region[region.index('<div class="headline">'):]
     headline = headline[:headline.index("</div>")]
-    assert f"<b>{cls}</b>" in headline and f"APC {report.fmt(apc, 1, signed=True)}%" in headline
+    assert f"<b>{cls}</b>" in headline and f"APC {fmt(apc, 1, signed=True)}%" in headline
 
 
-def test_trend_section_degrades_without_the_mart(bundled_warehouse, tmp_path):
+def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_path):
+    """With `fct_trends.intercept_log10`, the line is 10^(intercept + slope * year), whatever
+    the intercept: the report draws the mart's fit, it does not refit."""
     warehouse = copy_warehouse(bundled_warehouse, tmp_path)
     with duckdb.connect(str(warehouse)) as con:
-        con.execute("drop table if exists marts.fct_trends")
+        # A value no refit would produce, for one commune (Independencia) only.
+        con.execute("update marts.fct_trends set intercept_log10 = 12.5 where area_code = '13108'")
+        slope = con.execute("select slope_log10 from marts.fct_trends where area_code = '13108' and indicator = 'imr' "
+                            "and period_start = 2010 and period_end = 2019").fetchone()[0]
     text = report.write_report(warehouse, tmp_path / "r.html").read_text(encoding="utf-8")
-    assert 'id="trends-missing-note"' in text and "no <code>marts.fct_trends</code> table" in text
-    fig = figures(text)["fig-trends-13-imr"]
-    assert len(traces(fig, kind="rates")) == 53 and not traces(fig, kind="fit")
-    assert not [t for t in traces(figures(text)["fig-map-13"]) if t["meta"].get("colour") == "trend"]
+    fits = {t["meta"]["area_code"]: t for t in traces(figures(text)["fig-trends-13-imr"], kind="fit")}
+    t = fits["13108"]
+    assert t["meta"]["line_method"] == "mart"
+    assert t["x"][0] == 2010 and t["x"][-1] == 2019
+    assert t["y"][0] == pytest.approx(10 ** (12.5 + slope * 2010), rel=1e-12)
+    assert t["y"][-1] == pytest.approx(10 ** (12.5 + slope * 2019), rel=1e-12)
+    assert "no <code>intercept_log10</code>" not in text
+
+
+# --------------------------------------------------------------------------------------------
+# Inequity
+# --------------------------------------------------------------------------------------------
+
+
+def test_inequity_section_reads_the_inequity_marts(bundled_warehouse, page):
+    fig = figures(page)["fig-inequity-13"]
+    strat = "income_poverty_2013"
+    quint = traces(fig, kind="quintiles", indicator="imr", stratifier=strat)[0]
+    rows = query(bundled_warehouse, "select quintile, rate_per_1000, ci95_lower, ci95_upper from "
+                                    "marts.fct_rates_by_quintile where area_code = '13' and indicator = 'imr' and "
+                                    "stratifier = ? and period_start = 2010 and period_end = 2019 order by quintile",
+                 [strat])
+    assert quint["x"] == [1, 2, 3, 4, 5] and quint["y"] == pytest.approx([r[1] for r in rows], rel=1e-12)
+    assert [y + e for y, e in zip(quint["y"], quint["error_y"]["array"])] == pytest.approx([r[3] for r in rows])
+    # The quintile rates pool their communes' deaths and births (a second computation).
+    members = query(bundled_warehouse, "select quintile, sum(deaths), sum(live_births) from "
+                                       "marts.fct_commune_deprivation where area_code = '13' and indicator = 'imr' "
+                                       "and stratifier = ? and period_start = 2010 and period_end = 2019 and is_ranked "
+                                       "group by quintile order by quintile", [strat])
+    assert quint["y"] == pytest.approx([1000 * d / b for _, d, b in members], rel=1e-12)
+    # The gradient is the mart's fitted rate; the RII points are the yearly RII rows; the trend
+    # line is 10^(intercept + slope * year) of fct_inequality_trends.
+    grad = traces(fig, kind="gradient", indicator="imr", stratifier=strat)[0]
+    assert len(grad["y"]) == 52
+    yearly = traces(fig, kind="yearly_rii", indicator="imr", stratifier=strat)[0]
+    rii = query(bundled_warehouse, "select period_start, estimate from marts.fct_inequality where area_code = '13' "
+                                   "and indicator = 'imr' and stratifier = ? and measure = 'RII' and "
+                                   "period_kind = 'single_year' order by period_start", [strat])
+    assert yearly["x"] == [r[0] for r in rii] and yearly["y"] == pytest.approx([r[1] for r in rii], rel=1e-12)
+    a, b, gap = query(bundled_warehouse, "select intercept_log10, slope_log10, gap_change from "
+                                         "marts.fct_inequality_trends where area_code = '13' and indicator = 'imr' "
+                                         "and stratifier = ? and period_start = 2010 and period_end = 2019", [strat])[0]
+    line = traces(fig, kind="rii_trend", indicator="imr", stratifier=strat)[0]
+    assert line["y"][0] == pytest.approx(10 ** (a + b * 2010), rel=1e-12) and line["meta"]["gap_change"] == gap
+    # The measures table: the full-window RII with its interval.
+    est, lo, hi = query(bundled_warehouse, "select estimate, ci95_lower, ci95_upper from marts.fct_inequality where "
+                                           "area_code = '13' and indicator = 'imr' and stratifier = ? and measure = "
+                                           "'RII' and period_kind = 'full_window'", [strat])[0]
+    table = page[page.index('id="inequality-13"'):]
+    table = table[:table.index("</table>")]
+    assert f"{fmt(est)} ({fmt(lo)} to {fmt(hi)})" in table and "Income poverty 2013" in table
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,48 +423,146 @@ def test_env_path_is_the_default_and_the_file_is_closed(bundled_warehouse, tmp_p
         assert con.execute("select count(*) from marts.dim_commune").fetchone()[0] > 0
 
 
+def test_a_warehouse_without_the_trend_mart_is_refused(bundled_warehouse, tmp_path, capsys):
+    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("drop table marts.fct_trends")
+    assert report.main(["--warehouse", str(warehouse), "--output", str(tmp_path / "r.html")]) == 1
+    assert "marts.fct_trends" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------------------------
-# Headless browser
+# Several regions: the country section and the region selector (generated microdata)
 # --------------------------------------------------------------------------------------------
+
+REGIONS = ("11", "12", "15")  # Aysén, Magallanes, Arica y Parinacota: 25 communes
+
+
+@pytest.fixture(scope="module")
+def multi_region(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report_regions")
+    files = tmp / "files"
+    generate(Options(out_dir=files, regions=REGIONS, years=tuple(range(2010, 2020)), project_dir=REPO_ROOT))
+    warehouse = tmp / "regions.duckdb"
+    run_dbt(["build"], warehouse, {"vital_source": "deis_microdata",
+                                   "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*"))),
+                                   "deis_births_path": str(files / "nacimientos"),
+                                   "deis_cache_dir": str(tmp / "cache")})
+    out = report.write_report(warehouse, tmp / "regions.html")
+    return warehouse, out, out.read_text(encoding="utf-8")
+
+
+def test_country_section_and_region_selector(multi_region):
+    warehouse, _, text = multi_region
+    # The selector lists the three regions; without the Metropolitan Region the first is shown.
+    options = re.findall(r'<option value="(\d+)"( selected)?>', text[text.index('id="region-select"'):])
+    assert [code for code, _ in options] == list(REGIONS) and options[0][1] == " selected"
+    for code in REGIONS:
+        assert f'<section class="region-block" data-region="{code}"' in text
+        assert f"fig-ranking-{code}" in figures(text)
+    # The country's headline: its pooled 2010-2019 TMI from its yearly rows, with exact limits.
+    deaths, births = query(warehouse, "select sum(deaths), sum(live_births) from marts.fct_rates_commune_year "
+                                      "where area_level = 'country' and indicator = 'imr'")[0]
+    lo, hi = poisson_ci(float(deaths))
+    country = text[text.index('<section class="country-block"'):]
+    country = country[:country.index("</section>")]
+    assert f"country <b>{fmt(1000 * deaths / births)}</b> per 1000" in country
+    assert f"95% CI {fmt(1000 * float(lo) / births)} to {fmt(1000 * float(hi) / births)}" in country
+    # Its trend panels: the country, then every region, each with the mart's trend.
+    fig = figures(text)["fig-trends-CL-imr"]
+    assert [t["meta"]["area_code"] for t in traces(fig, kind="rates")] == ["CL", *REGIONS]
+    cls = query(warehouse, "select trend from marts.fct_trends where area_level = 'country' and indicator = 'imr' "
+                           "and period_start = 2010 and period_end = 2019")[0][0]
+    assert TREND_LABELS[cls].lower() in fig["layout"]["annotations"][0]["text"]
+    # The header states the build's count basis from meta_build, marked when the data are generated.
+    (basis,) = query(warehouse, "select count_basis from marts.meta_build")[0]
+    assert "GENERATED" in basis and f'<p class="generated-data">Counts: {html.escape(basis)}.</p>' in text
+    # All four indicators come from the microdata.
+    assert {k.rsplit("-", 1)[1] for k in figures(text) if k.startswith("fig-trends-CL-")} == {"imr", "nmr", "enmr", "pnmr"}
+
+
+# --------------------------------------------------------------------------------------------
+# Headless browser: desktop and phone
+# --------------------------------------------------------------------------------------------
+
+
+def check_page(browser: Browser, path: Path, width: int, fragment: str, shots: Path | None = None) -> dict:
+    """Draw the page at `width`; every figure and table of the shown region must render."""
+    tab = browser.open(page_url(path, fragment), width, 900)
+    ms = tab.wait_rendered()
+    state = tab.eval("""(function () {
+      var root = document.documentElement;
+      var shown = Array.prototype.filter.call(document.querySelectorAll('div.figure'), function (d) {
+        return d.offsetParent !== null; });
+      return {scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+              errors: document.getElementById('js-errors').textContent,
+              figures: shown.map(function (d) { return [d.id, d.getAttribute('data-rendered'),
+                d.getAttribute('data-state'), d.querySelectorAll('svg.main-svg path').length,
+                Math.round(d.getBoundingClientRect().right)]; }),
+              rows: Array.prototype.map.call(document.querySelectorAll('table[data-rows]'), function (t) {
+                return t.offsetParent === null ? -1 : t.tBodies[0].rows.length; })};
+    })()""")
+    assert state["errors"].strip() == "", state["errors"]
+    assert tab.console_errors() == []
+    assert len(state["figures"]) >= 4
+    for fig_id, rendered, fig_state, paths, right in state["figures"]:
+        assert rendered == "1" and paths > 0, fig_id
+        assert right <= width, (fig_id, right)  # no figure wider than the screen
+        assert fig_state[0] == ("n" if width < 600 else "w"), (fig_id, fig_state)
+    assert [n for n in state["rows"] if n >= 0] and all(n > 0 for n in state["rows"] if n >= 0)
+    # The page never scrolls sideways.
+    assert state["scrollWidth"] <= width and state["clientWidth"] == width, state
+    if shots is not None:
+        tab.screenshot(shots / f"page-{width}.png", max_height=2600)
+    return dict(state, ms=ms, tab=tab)
 
 
 @needs_chromium
-def test_report_renders_in_headless_chromium(rendered, page, tmp_path):
-    shot = tmp_path / "report.png"
-    with ThreadPoolExecutor(2) as pool:
-        dom_run = pool.submit(chromium, rendered, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
-                              "--dump-dom")
-        shot_run = pool.submit(chromium, rendered, "--virtual-time-budget=10000", "--hide-scrollbars",
-                               f"--screenshot={shot}", "--window-size=1400,2400")
-        dom, shot_res = dom_run.result(), shot_run.result()
-    assert dom.returncode == 0, dom.stderr[-3000:]
-    text = dom.stdout
-    # Figures drawn at load: every figure of the (first) region that is not inside a closed <details>.
-    first_region = page[page.index('<section class="region-block"'):page.index("</section>")]
-    shown = [f for f in re.findall(r'<div class="figure" id="([^"]+)"', first_region)
-             if f not in "".join(re.findall(r"<details>.*?</details>", first_region, re.S))]
-    assert len(shown) >= 4
-    starts = sorted(text.index(f'id="{fig_id}"') for fig_id in shown)
-    for fig_id in shown:
-        start = text.index(f'id="{fig_id}"')
-        later = [s for s in starts if s > start]
-        chunk = text[start:later[0] if later else len(text)]  # this figure's DOM, up to the next one
-        assert 'data-rendered="1"' in chunk[:300], fig_id
-        assert re.search(r'<svg[^>]*class="main-svg"', chunk) and "<path" in chunk, fig_id
-    assert text.count('class="main-svg"') >= len(shown)
-    errors = re.search(r'<div id="js-errors"[^>]*>(.*?)</div>', text, re.S)
-    assert errors is not None and errors.group(1).strip() == "", errors.group(1) if errors else text[:500]
-    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
-    bad = [line for line in console if re.search(r"error|uncaught|exception|failed", line, re.I)]
-    assert not bad, bad
-    assert shot.is_file(), shot_res.stderr[-3000:]
-    assert png_size(shot) == (1400, 2400) and shot.stat().st_size > 50_000
+def test_report_on_a_desktop_and_a_phone(rendered, tmp_path):
+    with Browser() as browser:
+        desk = check_page(browser, rendered, 1400, "", tmp_path)
+        phone = check_page(browser, rendered, 420, "", tmp_path)
+        states = {fig_id: s for fig_id, _, s, _, _ in desk["figures"]}
+        assert states["fig-trends-13-imr"] == "w4"  # four columns of small multiples
+        states = {fig_id: s for fig_id, _, s, _, _ in phone["figures"]}
+        assert states["fig-trends-13-imr"] == "n1"  # one column on a phone
+        # The funnel's commune names do not overlap one another (drawn boxes, desktop).
+        boxes = desk["tab"].eval("""Array.prototype.map.call(
+            document.querySelectorAll('#fig-funnel-13 g.textpoint text'), function (t) {
+              var r = t.getBoundingClientRect(); return [t.textContent, r.left, r.right, r.top, r.bottom]; })""")
+        named = [b for b in boxes if b[0]]
+        assert "Buin" in [b[0] for b in named] and len(named) >= 10
+        for i, a in enumerate(named):
+            for b in named[i + 1:]:
+                overlap_x = min(a[2], b[2]) - max(a[1], b[1])
+                overlap_y = min(a[4], b[4]) - max(a[3], b[3])
+                assert overlap_x <= 1 or overlap_y <= 1, (a, b)
+        # On the phone the funnel names are hidden (tap a point).
+        assert phone["tab"].eval("document.querySelectorAll('#fig-funnel-13 g.textpoint text').length") == 0
+        # The map's polygons are drawn (filled paths: 52 communes in two panels), on both.
+        for tab in (desk["tab"], phone["tab"]):
+            assert tab.eval("document.querySelectorAll('#fig-map-13 path.js-fill').length") == 104
+    for width in (1400, 420):
+        shot = tmp_path / f"page-{width}.png"
+        assert png_size(shot)[0] == width and shot.stat().st_size > 50_000
 
 
 @needs_chromium
-def test_figure_screenshots(bundled_warehouse, tmp_path):
-    paths = report.write_screenshots(bundled_warehouse, tmp_path)
-    assert [p.name for p in paths] == ["ranking.png", "map.png"]
+def test_every_region_renders_when_selected(multi_region):
+    _, path, _ = multi_region
+    with Browser() as browser:
+        for code in REGIONS:
+            state = check_page(browser, path, 420, f"region={code}")
+            shown = {fig_id for fig_id, *_ in state["figures"]}
+            assert f"fig-ranking-{code}" in shown and "fig-trends-CL-imr" in shown
+            others = tuple(f"-{c}" for c in REGIONS if c != code)
+            assert not [f for f in shown if f.endswith(others)], shown
+
+
+@needs_chromium
+def test_screenshots_command(rendered, tmp_path):
+    paths = report.write_screenshots(rendered, tmp_path)
+    assert {p.name for p in paths} >= {"page-1400.png", "page-420.png", "map-420.png", "funnel-1400.png"}
     for p in paths:
         width, height = png_size(p)
-        assert width == report.rf.MAP_ASSUMED_WIDTH and height >= 700 and p.stat().st_size > 30_000
+        assert width in (1400, 420) and height >= 300 and p.stat().st_size > 20_000, p

@@ -1,0 +1,5 @@
+import sys
+
+from infant_mortality.report import main
+
+sys.exit(main())

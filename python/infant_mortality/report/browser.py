@@ -1,0 +1,204 @@
+"""Headless Chromium: the report drawn as a browser draws it, for screenshots and the tests.
+
+Chromium is driven through the DevTools protocol over a pipe (``--remote-debugging-pipe``:
+JSON messages separated by NUL bytes on file descriptors 3 and 4), with no dependency. That
+is what lets a test emulate a phone: a headless window cannot be narrower than 500 px, but
+the protocol's device-metrics override can (420 px, touch, mobile viewport).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from infant_mortality.report.marts import ReportError
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+]
+# Widths of the committed screenshots: a desktop and a phone.
+SCREEN_WIDTHS = (1400, 420)
+
+
+def find_chromium() -> str | None:
+    for cand in (os.environ.get("CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                 shutil.which("chromium-browser"), shutil.which("google-chrome")):
+        if cand and Path(cand).is_file() and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def page_url(path, fragment: str = "") -> str:
+    url = Path(path).resolve().as_uri()
+    return url + (f"#{fragment}" if fragment else "")
+
+
+class Browser:
+    """One headless Chromium; `open()` loads a page in a tab of a given size."""
+
+    def __init__(self, chromium: str | None = None):
+        chromium = chromium or find_chromium()
+        if chromium is None:
+            raise ReportError("Chromium not found (install Debian's `chromium` or set $CHROMIUM)")
+        self._profile = tempfile.TemporaryDirectory(prefix="imr-chromium-")
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+
+        def fds():  # the protocol pipe must be the child's fds 3 (read) and 4 (write)
+            a, b = os.dup(to_child_r), os.dup(from_child_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self.proc = subprocess.Popen(
+            [chromium, *CHROMIUM_FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self._profile.name}",
+             "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=fds, close_fds=False,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._buffer = b""
+        self._id = 0
+        self.events: list[dict] = []
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 60):
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._to_child, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read(deadline)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise ReportError(f"Chromium: {method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def _read(self, deadline: float) -> dict:
+        while b"\0" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise ReportError("Chromium did not answer in time")
+            chunk = os.read(self._from_child, 1 << 20)
+            if not chunk:
+                raise ReportError(f"Chromium exited: {self.proc.stderr.read().decode(errors='replace')[-2000:]}")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def open(self, url: str, width: int, height: int, mobile: bool | None = None) -> Page:
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        page = Page(self, session)
+        mobile = width < 600 if mobile is None else mobile
+        page.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+        page.send("Runtime.enable")
+        page.send("Page.enable")
+        page.send("Page.navigate", {"url": url})
+        return page
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", timeout=10)
+        except ReportError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self._to_child, self._from_child):
+            os.close(fd)
+        self.proc.stderr.close()
+        self._profile.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Page:
+    def __init__(self, browser: Browser, session: str):
+        self.browser, self.session = browser, session
+
+    def send(self, method: str, params: dict | None = None, timeout: float = 60):
+        return self.browser.send(method, params, session=self.session, timeout=timeout)
+
+    def eval(self, expression: str):
+        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        if "exceptionDetails" in res:
+            raise ReportError(f"JavaScript error: {res['exceptionDetails']}")
+        return res["result"].get("value")
+
+    def wait_rendered(self, timeout: float = 90) -> float:
+        """Wait until report.js has drawn every visible figure; returns its time (ms) from navigation."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ms = self.eval("document.documentElement && document.documentElement.getAttribute('data-render-ms')")
+            if ms is not None:
+                return float(ms)
+            time.sleep(0.1)
+        raise ReportError(f"the report did not finish drawing in {timeout:.0f} s")
+
+    def console_errors(self) -> list[str]:
+        out = []
+        for e in self.browser.events:
+            if e.get("sessionId") != self.session:
+                continue
+            if e.get("method") == "Runtime.exceptionThrown":
+                out.append(json.dumps(e["params"]["exceptionDetails"])[:500])
+            if e.get("method") == "Runtime.consoleAPICalled" and e["params"].get("type") in ("error", "assert"):
+                out.append(" ".join(str(a.get("value", a.get("description"))) for a in e["params"]["args"]))
+        return out
+
+    def screenshot(self, path, selector: str | None = None, max_height: int = 16000) -> Path:
+        """PNG of the whole page (or of one element), as wide as the viewport."""
+        if selector:
+            box = self.eval(f"(function(){{var r=document.querySelector({json.dumps(selector)})"
+                            ".getBoundingClientRect();return [r.left+scrollX,r.top+scrollY,r.width,r.height];})()")
+            x, y, w, h = box
+            clip = {"x": 0, "y": max(0, y - 8), "width": self.eval("document.documentElement.clientWidth"),
+                    "height": min(h + 16, max_height), "scale": 1}
+        else:
+            clip = {"x": 0, "y": 0, "width": self.eval("document.documentElement.clientWidth"),
+                    "height": min(self.eval("document.documentElement.scrollHeight"), max_height), "scale": 1}
+        data = self.send("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True})
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data["data"]))
+        return path
+
+
+def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Path]:
+    """The committed views of a report, at the desktop and the phone width: the top of the
+    page (`page-<width>.png`) and each figure of the region (`<figure>-<width>.png`)."""
+    outdir = Path(outdir)
+    paths = []
+    with Browser() as browser:
+        for width in SCREEN_WIDTHS:
+            page = browser.open(page_url(report, f"region={region_code}"), width, 900)
+            page.wait_rendered()
+            paths.append(page.screenshot(outdir / f"page-{width}.png", max_height=2600))
+            for name in ("ranking", "funnel", "map", "inequity"):
+                paths.append(page.screenshot(outdir / f"{name}-{width}.png", f"#fig-{name}-{region_code}"))
+            paths.append(page.screenshot(outdir / f"trends-{width}.png", f"#fig-trends-{region_code}-imr",
+                                         max_height=1800))
+    return paths

@@ -1,0 +1,371 @@
+"""4. Map: a choropleth of the communes on their polygons (IDE Chile DPA 2023, through
+``infant_mortality.geo.communes_geojson``), drawn on plain longitude/latitude axes (no tiles:
+the report works offline).
+
+One option of the dropdown per indicator x period and measure: the crude pooled rate, the
+empirical Bayes smoothed rate (`marts.fct_smoothed_rates`), RT (`marts.fct_commune_vs_region`),
+the probability that the commune's rate exceeds its region's, and the trend class. A thick
+black outline marks the communes that are significant for the measure shown (mid-p of the
+comparison with the rest of the region, or probability of exceeding above 0.95).
+
+Two panels when the region has a dense core (Santiago): the whole region with the core framed,
+and the core enlarged; on a phone they are stacked. Each polygon is one trace (so it can have
+its own fill); the dropdown restyles the fills and outlines of all of them at once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.colors as pc
+import plotly.graph_objects as go
+
+from infant_mortality.report.common import (
+    ASSUMED_WIDTH,
+    TREND_COLOURS,
+    TREND_LABELS,
+    base_layout,
+    combos_of,
+    dropdown,
+    fmt,
+    fmt_apc,
+    fmt_p,
+    indicator_order,
+    indicator_short,
+    legend_below,
+    narrow_layout,
+    num,
+    nums,
+    place_labels,
+    with_rate,
+)
+
+RT_TICKS = (0.25, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 4.0)
+RT_SPAN_MAX = 2.0  # log2: the colour scale never spans more than RT 1/4 to 4
+# The probability of exceeding the region's rate above which a commune is outlined.
+EXCEEDANCE_SIGNIFICANT = 0.95
+# Seats farther than this from the region's median longitude or latitude (islands such as Rapa
+# Nui) would squash the map: they are listed in a note instead.
+MAP_OUTLIER_DEGREES = 5.0
+NO_DATA = "#f0f0f0"
+HEIGHT = 800
+MEASURES = ("crude", "smoothed", "rate_ratio", "exceedance")
+MEASURE_LABELS = {
+    "crude": "Crude rate",
+    "smoothed": "Smoothed rate (EB)",
+    "rate_ratio": "RT",
+    "exceedance": "P(rate > region)",
+}
+
+
+def map_layout_boxes(lon, lat):
+    """Where the map's panels look: (kept mask, overview box, zoom box or None).
+
+    The zoom box encloses the dense core of the region (the inter-quartile box of the seats,
+    widened by 0.6 times its size on each side); it is used only when it holds at least 8 seats
+    and covers less than a third of the overview.
+    """
+    lon, lat = np.asarray(lon, float), np.asarray(lat, float)
+    ok = np.isfinite(lon) & np.isfinite(lat)
+    if ok.any():
+        ok &= (np.abs(lon - np.nanmedian(lon[ok])) <= MAP_OUTLIER_DEGREES) & (
+            np.abs(lat - np.nanmedian(lat[ok])) <= MAP_OUTLIER_DEGREES
+        )
+    if not ok.any():
+        return ok, None, None
+    x, y = lon[ok], lat[ok]
+    (x1, x3), (y1, y3) = np.quantile(x, [0.25, 0.75]), np.quantile(y, [0.25, 0.75])
+    wx, wy = max(x3 - x1, 0.02), max(y3 - y1, 0.02)
+    zoom = (x1 - 0.6 * wx, x3 + 0.6 * wx, y1 - 0.6 * wy, y3 + 0.6 * wy)
+    inside = (x >= zoom[0]) & (x <= zoom[1]) & (y >= zoom[2]) & (y <= zoom[3])
+    return ok, (x.min(), x.max(), y.min(), y.max()), (zoom if inside.sum() >= 8 else None)
+
+
+def _rings(geometry: dict) -> list[list]:
+    """Exterior rings of a GeoJSON Polygon / MultiPolygon."""
+    if geometry["type"] == "Polygon":
+        return [geometry["coordinates"][0]]
+    return [poly[0] for poly in geometry["coordinates"]]
+
+
+def _path(rings: list[list]) -> tuple[list, list]:
+    xs, ys = [], []
+    for ring in rings:
+        if xs:
+            xs.append(None)
+            ys.append(None)
+        xs += [p[0] for p in ring]
+        ys += [p[1] for p in ring]
+    return xs, ys
+
+
+def _bounds(rings_by_code: dict, codes) -> tuple | None:
+    pts = [p for c in codes for ring in rings_by_code.get(c, []) for p in ring]
+    if not pts:
+        return None
+    arr = np.asarray(pts, float)
+    return arr[:, 0].min(), arr[:, 0].max(), arr[:, 1].min(), arr[:, 1].max()
+
+
+# Colour scales, trimmed of their darkest ends so that black names stay readable on any fill.
+SCALES = {
+    "sequential": [[i / 10, c] for i, c in enumerate(pc.sample_colorscale("YlOrRd", [0.02 + 0.68 * i / 10 for i in range(11)]))],
+    "diverging": [[i / 10, c] for i, c in enumerate(pc.sample_colorscale("RdBu_r", [0.12 + 0.76 * i / 10 for i in range(11)]))],
+}
+
+
+def _colours(values, scale: str, lo: float, hi: float) -> list[str]:
+    """The fill of each value on the scale (saturating beyond lo and hi); NO_DATA for none."""
+    out = []
+    for v in values:
+        v = num(v)
+        if v is None:
+            out.append(NO_DATA)
+        else:
+            t = min(1.0, max(0.0, (v - lo) / (hi - lo) if hi > lo else 0.5))
+            out.append(pc.sample_colorscale(SCALES[scale], [t])[0])
+    return out
+
+
+def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes: pd.DataFrame, geojson: dict,
+                      trends: pd.DataFrame, region_name: str, region_code: str,
+                      trend_windows: dict | None = None) -> go.Figure:
+    combos = combos_of(comparison)
+    rings_by_code = {f["properties"]["commune_code"]: _rings(f["geometry"]) for f in geojson["features"]}
+    seats = comparison[["commune_code", "commune_name"]].drop_duplicates("commune_code").merge(
+        communes[["commune_code", "latitude", "longitude"]], on="commune_code", how="left")
+    kept, _, zoom = map_layout_boxes(seats["longitude"], seats["latitude"])
+    seats = seats[kept.tolist()]
+    seats = seats[seats["commune_code"].isin(rings_by_code)]
+    codes = seats["commune_code"].tolist()
+    not_shown = sorted(set(comparison["commune_name"].dropna()) - set(seats["commune_name"]))
+    overview = _bounds(rings_by_code, codes)
+    mean_lat = float(seats["latitude"].mean()) if len(seats) else 0.0
+    ratio = 1.0 / max(0.2, math.cos(math.radians(mean_lat)))
+    panels = [("x", "y")] + ([("x2", "y2")] if zoom is not None else [])
+    domains = [(0.0, 0.47), (0.53, 0.95)] if zoom is not None else [(0.0, 0.9)]
+    plot_w, plot_h = ASSUMED_WIDTH - 150, HEIGHT - 200
+
+    def fill(box, k, pad):
+        """Pad the box, then widen its shorter side so that, at equal distances, it fills its panel."""
+        x0, x1, y0, y1 = box
+        px, py = pad * (x1 - x0) + 0.005, pad * (y1 - y0) + 0.005
+        x0, x1, y0, y1 = x0 - px, x1 + px, y0 - py, y1 + py
+        w_px = (domains[k][1] - domains[k][0]) * plot_w
+        need_w = (y1 - y0) * ratio * w_px / plot_h
+        if need_w > x1 - x0:
+            c = (x0 + x1) / 2
+            return (c - need_w / 2, c + need_w / 2, y0, y1)
+        need_h = (x1 - x0) * plot_h / w_px / ratio
+        c = (y0 + y1) / 2
+        return (x0, x1, c - need_h / 2, c + need_h / 2)
+
+    boxes = [fill(overview, 0, 0.04)] if overview else [None]
+    in_core = np.zeros(len(seats), bool)
+    if zoom is not None:
+        lon, lat = seats["longitude"].to_numpy(float), seats["latitude"].to_numpy(float)
+        in_core = (lon >= zoom[0]) & (lon <= zoom[1]) & (lat >= zoom[2]) & (lat <= zoom[3])
+        # The enlarged panel frames the seats of the core with a margin (names are not cut).
+        core = seats[in_core]
+        boxes.append(fill((core["longitude"].min(), core["longitude"].max(), core["latitude"].min(),
+                           core["latitude"].max()), 1, 0.10))
+
+    fig = go.Figure()
+    # Polygons: one trace per commune and panel; the dropdown restyles their fill and outline.
+    poly_idx = []
+    for k, (xa, ya) in enumerate(panels):
+        for code, name in zip(seats["commune_code"], seats["commune_name"]):
+            xs, ys = _path(rings_by_code[code])
+            poly_idx.append(len(fig.data))
+            fig.add_trace(go.Scatter(x=xs, y=ys, xaxis=xa, yaxis=ya, mode="lines", fill="toself", fillcolor=NO_DATA,
+                                     line=dict(color="#777", width=0.6), hoverinfo="skip", showlegend=False,
+                                     meta=dict(figure="map", kind="polygon", commune_code=code,
+                                               panel="overview" if k == 0 else "zoom")))
+    codes = seats["commune_code"].tolist()
+
+    # Names at the seats: outside the core in the overview, inside it in the enlarged panel.
+    def label_positions(k, df):
+        x0, x1, y0, y1 = boxes[k]
+        w_dom = (domains[k][1] - domains[k][0]) * plot_w
+        scale = min(w_dom / (x1 - x0), plot_h / ((y1 - y0) * ratio))
+        xs = ((df["longitude"].to_numpy(float) - x0) * scale).tolist()
+        ys = ((df["latitude"].to_numpy(float) - y0) * scale * ratio).tolist()
+        return place_labels(xs, ys, df["commune_name"].tolist(), [5.0] * len(df),
+                            (0, (x1 - x0) * scale, 0, (y1 - y0) * scale * ratio), font_px=10 if k else 9)
+
+    for k, (xa, ya) in enumerate(panels):
+        df = seats[in_core] if k else seats[~in_core]
+        if df.empty:
+            continue
+        fig.add_trace(go.Scatter(
+            x=nums(df["longitude"]), y=nums(df["latitude"]), xaxis=xa, yaxis=ya, mode="text",
+            text=df["commune_name"].tolist(), textposition=label_positions(k, df),
+            textfont=dict(size=10 if k else 9, color="#222"), hoverinfo="skip", showlegend=False,
+            meta=dict(figure="map", kind="labels", panel="overview" if k == 0 else "zoom",
+                      narrow={"mode": "none"} if (k == 0 and zoom is not None) else {"textfont.size": 8})))
+
+    trend_by = {(r["indicator"], r["area_code"]): r for r in trends.to_dict("records")} if len(trends) else {}
+    smooth_by = {(r["commune_code"], r["indicator"], int(r["period_start"]), int(r["period_end"])): r
+                 for r in smoothed.to_dict("records")}
+    options = []  # (label, title, fills, outline widths, traces shown)
+
+    for combo in combos:
+        df = with_rate(combo.select(comparison)).set_index("commune_code")
+        sm = [smooth_by.get((c, combo.indicator, combo.period_start, combo.period_end)) or {} for c in codes]
+        crude = [num(df["rate_per_1000"].get(c)) for c in codes]
+        eb = [num(s.get("eb_global_rate_per_1000")) for s in sm]
+        prob = [num(s.get("prob_exceeds_region")) for s in sm]
+        rt = [num(df["rate_ratio"].get(c)) for c in codes]
+        sig = [df["comparison"].get(c) in ("higher", "lower") for c in codes]
+        # Hover: one invisible marker per seat carrying the numbers, per combo.
+        hover = []
+        for c, name, e, p in zip(codes, seats["commune_name"], eb, prob):
+            if c not in df.index:
+                hover.append(f"<b>{name}</b><br>no pooled rate in {combo.period_label}")
+                continue
+            r = df.loc[c]
+            tr = trend_by.get((combo.indicator, c))
+            hover.append(
+                f"<b>{name}</b> · {indicator_short(combo.indicator)} {combo.period_label}<br>"
+                f"crude {fmt(r.rate_per_1000)} per 1000 (95% CI {fmt(r.ci95_lower)} to {fmt(r.ci95_upper)})<br>"
+                f"smoothed (EB) {fmt(e)} · P(rate > region) {fmt(p, 3)}<br>"
+                f"RT {fmt(r.rate_ratio)} (95% CI {fmt(r.rate_ratio_ci95_lower)} to {fmt(r.rate_ratio_ci95_upper)})"
+                f"<br>vs rest of region: {r.comparison} (mid-p {fmt_p(r.p_value)})<br>"
+                + ("trend: none" if tr is None else f"trend: {TREND_LABELS.get(tr['trend'], tr['trend'])}, {fmt_apc(tr)}"))
+        hover_idx = []
+        for k, (xa, ya) in enumerate(panels):
+            hover_idx.append(len(fig.data))
+            fig.add_trace(go.Scatter(
+                x=nums(seats["longitude"]), y=nums(seats["latitude"]), xaxis=xa, yaxis=ya, mode="markers",
+                marker=dict(size=14, opacity=0), hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
+                customdata=[[n, cr, e, p, r] for n, cr, e, p, r in zip(seats["commune_name"], crude, eb, prob, rt)],
+                showlegend=False, meta=dict(figure="map", kind="hover", combo=combo.key,
+                                            panel="overview" if k == 0 else "zoom")))
+        rates = [v for v in crude + eb if v is not None]
+        lo_rate, hi_rate = (float(np.quantile(rates, 0.1)), float(np.quantile(rates, 0.9))) if rates else (0.0, 1.0)
+        positive = [abs(math.log2(v)) for v in rt if v is not None and v > 0]
+        span = min(RT_SPAN_MAX, max(math.log2(1.5), max(positive, default=0.0)))
+        log_rt = [None if v is None else (math.log2(v) if v > 0 else -span) for v in rt]
+        sig_p = [p is not None and p > EXCEEDANCE_SIGNIFICANT for p in prob]
+        rt_ticks = [t for t in RT_TICKS if abs(math.log2(t)) <= span + 1e-9]
+        scales = {
+            "crude": (crude, "sequential", lo_rate, hi_rate, sig, dict(title="per 1000")),
+            "smoothed": (eb, "sequential", lo_rate, hi_rate, sig, dict(title="per 1000")),
+            "rate_ratio": (log_rt, "diverging", -span, span, sig,
+                           dict(title="RT", tickvals=[math.log2(t) for t in rt_ticks], ticktext=[f"{t:g}" for t in rt_ticks])),
+            "exceedance": (prob, "diverging", 0.0, 1.0, sig_p, dict(title="P(>region)")),
+        }
+        for measure in MEASURES:
+            values, scale, lo, hi, outline, bar = scales[measure]
+            if measure in ("smoothed", "exceedance") and all(v is None for v in values):
+                continue  # no smoothed rates for this indicator and period
+            bar_idx = len(fig.data)
+            fig.add_trace(go.Scatter(
+                x=[None], y=[None], mode="markers", hoverinfo="skip", showlegend=False,
+                marker=dict(color=[lo], colorscale=SCALES[scale], cmin=lo, cmax=hi, showscale=True,
+                            colorbar=dict(title=dict(text=bar.pop("title"), font=dict(size=12)), len=0.6,
+                                          thickness=14, x=1.0, xanchor="left", **bar)),
+                meta=dict(figure="map", kind="colourbar", combo=combo.key, measure=measure,
+                          narrow={"marker.colorbar.orientation": "h", "marker.colorbar.x": 0,
+                                  "marker.colorbar.xanchor": "left", "marker.colorbar.y": -0.05,
+                                  "marker.colorbar.yanchor": "top", "marker.colorbar.len": 0.8,
+                                  "marker.colorbar.thickness": 10})))
+            what = ("significantly different from the rest of the region" if measure != "exceedance"
+                    else f"P(rate > region) > {EXCEEDANCE_SIGNIFICANT:g}")
+            options.append(dict(
+                label=f"{MEASURE_LABELS[measure]}: {combo.label}", combo=combo.key, measure=measure,
+                title=f"{MEASURE_LABELS[measure]}, {combo.label}<br>{region_name}; black outline: {what}",
+                fills=_colours(values, scale, lo, hi), outline=outline, shown=[bar_idx, *hover_idx],
+                significant=[n for n, s in zip(seats["commune_name"], outline) if s]))
+
+    # Trend class per indicator (its widest window).
+    for ind in indicator_order(comparison["indicator"].unique()):
+        window = (trend_windows or {}).get(ind)
+        if window is None:
+            continue
+        classes = [(trend_by.get((ind, c)) or {}).get("trend") for c in codes]
+        if all(c is None for c in classes):
+            continue
+        legend_idx = []
+        for cls in TREND_COLOURS:
+            if cls in classes:
+                legend_idx.append(len(fig.data))
+                fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{TREND_LABELS[cls]} trend",
+                                         marker=dict(symbol="square", size=12, color=TREND_COLOURS[cls]),
+                                         meta=dict(figure="map", kind="trend_legend", indicator=ind)))
+        base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)),
+                    None)
+        hover_idx = [] if base is None else [i for i, t in enumerate(fig.data)
+                                             if (t.meta or {}).get("kind") == "hover" and t.meta["combo"] == base.key]
+        options.append(dict(
+            label=f"Trend {window[0]}-{window[1]}: {indicator_short(ind)}", combo=None, measure="trend",
+            title=f"Trend class {window[0]}-{window[1]} (Prais-Winsten), {indicator_short(ind)}<br>{region_name}",
+            fills=[TREND_COLOURS.get(c, NO_DATA) if c else NO_DATA for c in classes],
+            outline=[False] * len(codes), shown=legend_idx + hover_idx, significant=[]))
+
+    n = len(fig.data)
+    n_panels = len(panels)
+    labels_idx = [i for i, t in enumerate(fig.data) if (t.meta or {}).get("kind") == "labels"]
+    buttons = []
+    for opt in options:
+        visible = [False] * n
+        for i in poly_idx + labels_idx + opt["shown"]:
+            visible[i] = True
+        fills = [None] * n
+        widths = [None] * n
+        colours = [None] * n
+        for p in range(n_panels):
+            for j in range(len(codes)):
+                i = poly_idx[p * len(codes) + j]
+                fills[i] = opt["fills"][j]
+                widths[i] = 2.6 if opt["outline"][j] else 0.6
+                colours[i] = "#000" if opt["outline"][j] else "#777"
+        opt["restyle"] = {"visible": visible, "fillcolor": fills, "line.width": widths, "line.color": colours}
+        buttons.append(opt)
+    if buttons:  # the default option drawn as built
+        first = buttons[0]["restyle"]
+        for i, t in enumerate(fig.data):
+            t.visible = first["visible"][i]
+            if i in poly_idx:
+                t.fillcolor, t.line.width, t.line.color = first["fillcolor"][i], first["line.width"][i], first["line.color"][i]
+    menus = dropdown([b["label"] for b in buttons], [b["restyle"] for b in buttons],
+                     [{"title.text": b["title"]} for b in buttons])
+    for m in menus:  # restyle the fills too, not only the visibility
+        for button, b in zip(m["buttons"], buttons):
+            button["args"][0] = b["restyle"]
+        m.update(y=1.0, yanchor="bottom", pad=dict(b=12))
+    axis = dict(showgrid=False, zeroline=False, constrain="domain", showticklabels=False, showline=True,
+                linecolor="#bbb", mirror=True, ticks="")
+    layout = dict(xaxis=dict(axis, domain=list(domains[0]), range=list(boxes[0][:2]) if boxes[0] else None),
+                  yaxis=dict(axis, scaleanchor="x", scaleratio=ratio, range=list(boxes[0][2:]) if boxes[0] else None))
+    annotations, shapes = [], []
+    if zoom is not None:
+        z = boxes[1]
+        layout["xaxis2"] = dict(axis, domain=list(domains[1]), range=list(z[:2]), anchor="y2")
+        layout["yaxis2"] = dict(axis, scaleanchor="x2", scaleratio=ratio, range=list(z[2:]), anchor="x2")
+        shapes.append(dict(type="rect", xref="x", yref="y", x0=z[0], x1=z[1], y0=z[2], y1=z[3],
+                           line=dict(color="#333", width=1, dash="dot")))
+        annotations += [
+            dict(xref="x", yref="y", x=z[1], y=z[3], xanchor="right", yanchor="bottom", text="enlarged at right",
+                 showarrow=False, font=dict(size=10, color="#333")),
+            dict(xref="x2 domain", yref="y2 domain", x=0, y=1, xanchor="left", yanchor="bottom",
+                 text="Dense core, enlarged", showarrow=False, font=dict(size=12)),
+            dict(xref="x domain", yref="y domain", x=0, y=1, xanchor="left", yanchor="bottom", text="Whole region",
+                 showarrow=False, font=dict(size=12)),
+        ]
+    fig.update_layout(**base_layout(
+        height=HEIGHT, margin=dict(l=20, r=90, t=120, b=70),
+        title=dict(text=buttons[0]["title"] if buttons else region_name, xref="paper", x=0, xanchor="left",
+                   y=1 - 12 / HEIGHT, yanchor="top", font=dict(size=15)),
+        updatemenus=menus, plot_bgcolor="#fff", shapes=shapes, annotations=annotations, **layout))
+    legend_below(fig, px=20)
+    narrow = {"margin.l": 8, "margin.b": 110, "margin.t": 175}
+    if zoom is not None:  # stacked: the whole region above, the enlarged core below
+        narrow.update({"height": 1150, "xaxis.domain": [0, 1], "yaxis.domain": [0.55, 1], "xaxis2.domain": [0, 1],
+                       "yaxis2.domain": [0, 0.45], "annotations[0].text": "enlarged below"})
+    fig.layout.meta = dict(not_on_map=not_shown, narrow=narrow_layout(fig, narrow),
+                           options=[dict(label=b["label"], combo=b["combo"], measure=b["measure"],
+                                         significant=b["significant"]) for b in buttons])
+    return fig

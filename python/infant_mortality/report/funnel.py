@@ -1,0 +1,158 @@
+"""3. Funnel plot: each commune's pooled rate against its live births, with exact Poisson
+95% / 99.8% control limits around the region's pooled rate and the mart's funnel category."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from infant_mortality.poisson import funnel_count_limits
+from infant_mortality.report.common import (
+    ASSUMED_WIDTH,
+    FUNNEL_COLOURS,
+    FUNNEL_LABELS,
+    apply_default_visibility,
+    base_layout,
+    combos_of,
+    dropdown,
+    fmt,
+    legend_below,
+    narrow_layout,
+    nums,
+    place_labels,
+    visibility,
+    with_rate,
+)
+from infant_mortality.report.marts import pooled_rate
+
+HEIGHT = 620
+MARGIN = dict(l=70, r=30, t=110, b=125)
+LABEL_FONT_PX = 10
+
+
+def funnel_limits(region_rate: float, births_min: float, births_max: float, levels=(0.95, 0.998), points: int = 36):
+    """Rate limits (per 1000) around the regional rate over a log grid of live births."""
+    grid = np.geomspace(max(1.0, births_min), births_max, points)
+    expected = region_rate * grid / 1000.0
+    out = {}
+    for level in levels:
+        lower, upper = funnel_count_limits(expected, level)
+        out[level] = (1000 * lower / grid, 1000 * upper / grid)
+    return grid, out
+
+
+def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_name: str, region_code: str) -> go.Figure:
+    """Pooled rate against live births with exact Poisson 95% / 99.8% limits around the region.
+
+    Communes outside the 95% limits are labelled; each label takes the side of its marker that
+    overlaps least with the other labels and markers (at the report's usual width). The
+    vertical axis stops a little above the highest commune so the limits of tiny communes do
+    not squash the plot. On a phone the labels are hidden (hover or tap shows the name).
+    """
+    combos = combos_of(comparison)
+    fig = go.Figure()
+    groups, layouts, labels = [], [], []
+    plot_w = ASSUMED_WIDTH - MARGIN["l"] - MARGIN["r"]
+    plot_h = HEIGHT - MARGIN["t"] - MARGIN["b"]
+    for combo in combos:
+        df = with_rate(combo.select(comparison))
+        df = df.assign(funnel_category=df["funnel_category"].fillna("uncategorised"))
+        idx = []
+        reg = pooled_rate(area_periods, combo)
+        region_rate = reg["rate_per_1000"] if reg is not None else None
+        births = df["live_births"].to_numpy(float)
+        lo, hi = max(1.0, float(np.nanmin(births)) * 0.7), float(np.nanmax(births)) * 1.4
+        y_top = 1.12 * float(np.nanmax(np.r_[df["rate_per_1000"].to_numpy(float), (region_rate or 0) * 1.5]))
+        if region_rate is not None:
+            grid, limits = funnel_limits(region_rate, lo, hi)
+            for level, dash, name in ((0.95, "dash", "95% control limits"), (0.998, "dot", "99.8% control limits")):
+                lower, upper = limits[level]
+                idx.append(len(fig.data))
+                fig.add_trace(
+                    go.Scatter(
+                        x=nums(grid) + [None] + nums(grid),
+                        y=nums(upper) + [None] + nums(lower),
+                        mode="lines",
+                        line=dict(color="#555", dash=dash, width=1.3),
+                        name=name,
+                        legendgroup=name,
+                        hoverinfo="skip",
+                        meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level),
+                    )
+                )
+            idx.append(len(fig.data))
+            fig.add_trace(
+                go.Scatter(
+                    x=[lo, hi],
+                    y=[region_rate, region_rate],
+                    mode="lines",
+                    line=dict(color="#222", width=1.5),
+                    name="Regional rate",
+                    hovertemplate=f"Regional pooled rate {fmt(region_rate)} per 1000<extra></extra>",
+                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, region_rate=region_rate),
+                )
+            )
+        # Pixel positions at the usual width, for the label placement.
+        lx0, lx1 = math.log10(lo), math.log10(hi)
+        x_px = (np.log10(df["live_births"].to_numpy(float).clip(min=1)) - lx0) / (lx1 - lx0) * plot_w
+        y_px = df["rate_per_1000"].to_numpy(float) / y_top * plot_h
+        labelled = ~df["funnel_category"].isin(["within", "uncategorised"]).to_numpy()
+        names = [n if keep else "" for n, keep in zip(df["commune_name"], labelled)]
+        positions = place_labels(x_px.tolist(), y_px.tolist(), names, [9.0] * len(df), (0, plot_w, 0, plot_h),
+                                 font_px=LABEL_FONT_PX)
+        df = df.assign(_pos=positions)
+        for cat in FUNNEL_COLOURS:
+            sub = df[df["funnel_category"] == cat]
+            if sub.empty:
+                continue
+            idx.append(len(fig.data))
+            hover = [
+                f"<b>{r.commune_name}</b><br>{combo.label}: {fmt(r.rate_per_1000)} per 1000 "
+                f"(95% CI {fmt(r.ci95_lower)} to {fmt(r.ci95_upper)})<br>deaths {fmt(r.deaths, 0, thousands=True)} / "
+                f"live births {fmt(r.live_births, 0, thousands=True)}<br>RT {fmt(r.rate_ratio)} · "
+                f"{FUNNEL_LABELS[cat].lower()}"
+                for r in sub.itertuples()
+            ]
+            with_text = cat not in ("within", "uncategorised")
+            fig.add_trace(
+                go.Scatter(
+                    x=nums(sub["live_births"]),
+                    y=nums(sub["rate_per_1000"]),
+                    mode="markers+text" if with_text else "markers",
+                    name=FUNNEL_LABELS[cat],
+                    legendgroup=cat,
+                    marker=dict(color=FUNNEL_COLOURS[cat], size=9, line=dict(width=0.8, color="#333")),
+                    text=sub["commune_name"].tolist(),
+                    textposition=sub["_pos"].tolist(),
+                    textfont=dict(size=LABEL_FONT_PX, color=FUNNEL_COLOURS[cat]),
+                    hovertext=hover,
+                    hovertemplate="%{hovertext}<extra></extra>",
+                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, funnel_category=cat,
+                              **({"narrow": {"mode": "markers"}} if with_text else {})),
+                )
+            )
+        groups.append(idx)
+        labels.append(combo.label)
+        layouts.append({"title.text": f"{combo.label}: funnel plot<br>against the regional rate, {region_name}",
+                        "xaxis.range": [lx0, lx1], "yaxis.range": [0, y_top]})
+    visibilities = visibility(groups, len(fig.data))
+    apply_default_visibility(fig, visibilities[0])
+    fig.update_layout(
+        **base_layout(
+            height=HEIGHT,
+            margin=MARGIN,
+            title=dict(text=layouts[0]["title.text"], xref="paper", x=0, xanchor="left", y=1 - 12 / HEIGHT,
+                       yanchor="top", font=dict(size=15)),
+            xaxis=dict(type="log", title=dict(text="Live births in the period (log scale)"), showline=True,
+                       linecolor="#999", ticks="outside", range=layouts[0]["xaxis.range"]),
+            yaxis=dict(title=dict(text="Pooled rate per 1000 live births"), zeroline=False,
+                       range=layouts[0]["yaxis.range"]),
+            updatemenus=dropdown(labels, visibilities, layouts),
+        )
+    )
+    legend_below(fig)
+    fig.layout.meta = dict(narrow=narrow_layout(fig, {"margin.l": 50, "margin.b": 150}))
+    return fig

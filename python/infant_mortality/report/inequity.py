@@ -1,0 +1,207 @@
+"""6. Desigualdad / Inequity: rates by deprivation quintile, commune rates against the
+deprivation stratifier with the fitted Poisson gradient, and the yearly RII with its trend,
+all from the inequity marts (`fct_rates_by_quintile`, `fct_commune_deprivation`,
+`fct_inequality`, `fct_inequality_trends`); the summary measures as an HTML table.
+
+Three panels laid out by report.js (``layout.meta.grid``): side by side on a desktop, stacked
+on a phone. One dropdown option per indicator and stratifier (the full window of the data).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from infant_mortality.report.common import (
+    TREND_COLOURS,
+    TREND_LABELS,
+    base_layout,
+    dropdown,
+    fmt,
+    indicator_order,
+    indicator_short,
+    narrow_layout,
+    nums,
+    to_int,
+)
+from infant_mortality.report.tables import esc
+
+GRID = dict(max_cols=3, min_panel_px=300, row_px=320, row_px_narrow=300, gap_px=90, hspace=0.08)
+MEASURES = ("D", "R", "PAR", "PAF", "avoidable_deaths", "SII", "RII", "CIX")
+MEASURE_LABELS = {
+    "D": "D, rate difference q1 − q5 (per 1000)",
+    "R": "R, rate ratio q1 / q5",
+    "PAR": "PAR, area rate − q5 rate (per 1000)",
+    "PAF": "PAF, % of the area's rate",
+    "avoidable_deaths": "Avoidable deaths (at the q5 rate)",
+    "SII": "SII, slope index of inequality (per 1000)",
+    "RII": "RII, relative index of inequality",
+    "CIX": "CIX, concentration index",
+}
+
+
+def _select(df: pd.DataFrame, level: str, code: str, **eq) -> pd.DataFrame:
+    out = df[(df["area_level"] == level) & (df["area_code"] == code)]
+    for k, v in eq.items():
+        out = out[out[k] == v]
+    return out
+
+
+def full_window(inequality: pd.DataFrame) -> tuple[int, int] | None:
+    rows = inequality[inequality["period_kind"] == "full_window"]
+    if rows.empty:
+        return None
+    r = rows.iloc[0]
+    return int(r["period_start"]), int(r["period_end"])
+
+
+def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_labels: dict, level: str,
+                    code: str, area_name: str) -> dict | None:
+    """Plain plotly dict (data, layout) or None when the area has no inequity rows."""
+    window = full_window(_select(inequality, level, code))
+    if window is None:
+        return None
+    start, end = window
+    data, options = [], []
+    inds = indicator_order(_select(inequality, level, code)["indicator"].unique())
+    for ind in inds:
+        for strat in sorted(_select(inequality, level, code, indicator=ind)["stratifier"].unique()):
+            idx = []
+            q = _select(quintiles, level, code, indicator=ind, stratifier=strat, period_start=start,
+                        period_end=end).sort_values("quintile")
+            rate = pd.to_numeric(q["rate_per_1000"], errors="coerce").astype(float)
+            idx.append(len(data))
+            data.append(dict(type="scatter", x=[to_int(v) for v in q["quintile"]], y=nums(rate), xaxis="x", yaxis="y",
+                             mode="markers+lines", line=dict(color="#b0bec5", width=1),
+                             marker=dict(size=9, color="#6a1b9a"),
+                             error_y=dict(type="data", symmetric=False, array=nums(q["ci95_upper"].astype(float) - rate),
+                                          arrayminus=nums(rate - q["ci95_lower"].astype(float)), color="#6a1b9a", width=4),
+                             customdata=[[to_int(n), to_int(d), to_int(b)] for n, d, b in
+                                         zip(q["n_communes"], q["deaths"], q["live_births"])],
+                             hovertemplate="quintile %{x}: %{y:.2f} per 1000<br>%{customdata[0]} communes, "
+                                           "%{customdata[1]} deaths / %{customdata[2]} births<extra></extra>",
+                             showlegend=False, meta=dict(figure="inequity", kind="quintiles", indicator=ind,
+                                                         stratifier=strat)))
+            dep = _select(deprivation, level, code, indicator=ind, stratifier=strat, period_start=start,
+                          period_end=end)
+            dep = dep[dep["is_ranked"].astype(bool)].sort_values("value")
+            idx.append(len(data))
+            data.append(dict(type="scatter", x=nums(dep["value"]), y=nums(dep["rate_per_1000"]), xaxis="x2",
+                             yaxis="y2", mode="markers", marker=dict(size=7, color="#455a64", opacity=0.8),
+                             text=dep["commune_name"].tolist(),
+                             hovertemplate="<b>%{text}</b><br>deprivation %{x:.1f}<br>rate %{y:.2f} per 1000"
+                                           "<extra></extra>",
+                             showlegend=False, meta=dict(figure="inequity", kind="communes", indicator=ind,
+                                                         stratifier=strat)))
+            idx.append(len(data))
+            data.append(dict(type="scatter", x=nums(dep["value"]), y=nums(dep["fitted_rate_per_1000"]), xaxis="x2",
+                             yaxis="y2", mode="lines", line=dict(color="#c62828", width=2.2),
+                             hovertemplate="fitted gradient %{y:.2f} per 1000<extra></extra>", showlegend=False,
+                             meta=dict(figure="inequity", kind="gradient", indicator=ind, stratifier=strat)))
+            yearly = _select(inequality, level, code, indicator=ind, stratifier=strat, measure="RII",
+                             period_kind="single_year").sort_values("period_start")
+            est = pd.to_numeric(yearly["estimate"], errors="coerce").astype(float)
+            idx.append(len(data))
+            data.append(dict(type="scatter", x=[int(v) for v in yearly["period_start"]], y=nums(est), xaxis="x3",
+                             yaxis="y3", mode="markers", marker=dict(size=7, color="#000"),
+                             error_y=dict(type="data", symmetric=False, array=nums(yearly["ci95_upper"].astype(float) - est),
+                                          arrayminus=nums(est - yearly["ci95_lower"].astype(float)), color="#9e9e9e", width=3),
+                             hovertemplate="%{x}: RII %{y:.2f}<extra></extra>", showlegend=False,
+                             meta=dict(figure="inequity", kind="yearly_rii", indicator=ind, stratifier=strat)))
+            tr = _select(gap_trends, level, code, indicator=ind, stratifier=strat, period_start=start,
+                         period_end=end)
+            trend_txt = "no trend"
+            if not tr.empty and pd.notna(tr.iloc[0]["intercept_log10"]) and pd.notna(tr.iloc[0]["slope_log10"]):
+                t = tr.iloc[0]
+                years = list(range(start, end + 1))
+                cls = t["trend"]
+                idx.append(len(data))
+                data.append(dict(type="scatter", x=years, y=[10 ** (t["intercept_log10"] + t["slope_log10"] * y)
+                                                             for y in years],
+                                 xaxis="x3", yaxis="y3", mode="lines",
+                                 line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2),
+                                 hoverinfo="skip", showlegend=False,
+                                 meta=dict(figure="inequity", kind="rii_trend", indicator=ind, stratifier=strat,
+                                           gap_change=t["gap_change"])))
+                trend_txt = (f"{TREND_LABELS.get(cls, cls).lower()}, APC {fmt(t['apc'], 1, signed=True)}%: "
+                             f"the gap {t['gap_change']}")
+            label = stratifier_labels.get(strat, strat)
+            options.append(dict(idx=idx, label=f"{indicator_short(ind)} · {label}",
+                                title=f"{indicator_short(ind)} {start}-{end} by {label}<br>{area_name}",
+                                rii=f"Yearly RII; trend: {trend_txt}"))
+    if not options:
+        return None
+    n = len(data)
+    vis = []
+    for o in options:
+        v = [False] * n
+        for i in o["idx"]:
+            v[i] = True
+        vis.append(v)
+    for trace, v in zip(data, vis[0]):
+        trace["visible"] = v
+
+    def titles(o):
+        return [dict(text=text, xref=f"{ax} domain", yref=f"{ay} domain", x=0.5, y=1.0, xanchor="center",
+                     yanchor="bottom", showarrow=False, font=dict(size=12))
+                for text, ax, ay in (("Rate by quintile (1 = most deprived)", "x", "y"),
+                                     ("Communes and the fitted Poisson gradient", "x2", "y2"),
+                                     (o["rii"], "x3", "y3"))]
+
+    layouts = [{"title.text": o["title"], "annotations": titles(o)} for o in options]
+    layout = base_layout(
+        margin=dict(l=55, r=20, t=130, b=60), showlegend=False,
+        title=dict(text=options[0]["title"], x=0, xref="paper", xanchor="left", y=0.98, yanchor="top",
+                   font=dict(size=15)),
+        annotations=titles(options[0]),
+        xaxis=dict(anchor="y", dtick=1, title=dict(text="quintile"), showline=True, linecolor="#bbb"),
+        yaxis=dict(anchor="x", rangemode="tozero", title=dict(text="per 1000")),
+        xaxis2=dict(anchor="y2", title=dict(text="deprivation (higher = more deprived)"), showline=True,
+                    linecolor="#bbb"),
+        yaxis2=dict(anchor="x2", rangemode="tozero"),
+        xaxis3=dict(anchor="y3", dtick=2, showline=True, linecolor="#bbb"),
+        yaxis3=dict(anchor="x3", type="log", title=dict(text="RII")),
+        updatemenus=dropdown([o["label"] for o in options], vis, layouts),
+    )
+    layout["meta"] = dict(grid=dict(GRID, n=3), narrow=narrow_layout(None, {"margin.l": 45}),
+                          options=[o["label"] for o in options])
+    if layout["updatemenus"]:
+        layout["meta"]["narrow"].update({"updatemenus[0].x": 0, "updatemenus[0].xanchor": "left"})
+    return dict(data=data, layout=layout)
+
+
+def measures_table(inequality: pd.DataFrame, gap_trends: pd.DataFrame, stratifier_labels: dict, level: str,
+                   code: str) -> str:
+    """The summary measures of the full window, first indicator, every stratifier."""
+    rows = _select(inequality, level, code, period_kind="full_window")
+    if rows.empty:
+        return ""
+    ind = indicator_order(rows["indicator"].unique())[0]
+    rows = rows[rows["indicator"] == ind]
+    strats = sorted(rows["stratifier"].unique())
+    head = "".join(f"<th>{esc(stratifier_labels.get(s, s))}</th>" for s in strats)
+    body = []
+    for m in MEASURES:
+        cells = []
+        for s in strats:
+            r = rows[(rows["stratifier"] == s) & (rows["measure"] == m)]
+            if r.empty:
+                cells.append("<td></td>")
+                continue
+            r = r.iloc[0]
+            digits = 3 if m == "CIX" else (1 if m in ("PAF", "avoidable_deaths") else 2)
+            cells.append(f'<td class="num">{fmt(r["estimate"], digits)} ({fmt(r["ci95_lower"], digits)} to '
+                         f'{fmt(r["ci95_upper"], digits)})</td>')
+        body.append(f"<tr><td>{esc(MEASURE_LABELS[m])}</td>{''.join(cells)}</tr>")
+    gap = []
+    for s in strats:
+        t = gap_trends[(gap_trends["area_level"] == level) & (gap_trends["area_code"] == code)
+                       & (gap_trends["indicator"] == ind) & (gap_trends["stratifier"] == s)]
+        t = t.sort_values("period_end", ascending=False).assign(span=t["period_end"] - t["period_start"])
+        t = t.sort_values("span", ascending=False)
+        gap.append(f"<td>{esc(t.iloc[0]['gap_change']) if not t.empty else ''}</td>")
+    body.append(f"<tr><td>Yearly RII trend: the gap</td>{''.join(gap)}</tr>")
+    period = f"{int(rows.iloc[0]['period_start'])}-{int(rows.iloc[0]['period_end'])}"
+    return (f"<p>{esc(indicator_short(ind))} {period}: estimate (95% CI) by stratifier, from "
+            "<code>marts.fct_inequality</code> and <code>marts.fct_inequality_trends</code>.</p>"
+            f'<div class="table-wrap"><table class="data" id="inequality-{esc(code)}"><thead><tr><th>Measure</th>'
+            f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")

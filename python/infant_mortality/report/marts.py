@@ -1,0 +1,171 @@
+"""Reading the marts the report shows. The report computes no statistic: every number it shows
+is a column of a mart, and the thresholds it states are the build's (`marts.meta_build`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from infant_mortality.report.common import Combo, Indicator
+
+DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
+REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_rates_commune_year", "fct_area_period_rates",
+                  "fct_commune_vs_region", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
+                  "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
+                  "fct_inequality_trends")
+
+# The dbt vars the report states (their values are the build's, from meta_build.vars_json).
+THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float}
+
+
+class ReportError(RuntimeError):
+    """A problem the user can fix (missing warehouse, missing marts); printed without a traceback."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the warehouse was built, as `marts.meta_build` records it."""
+
+    unreliable_below_deaths: int
+    comparison_alpha: float
+    trend_p_threshold: float
+    count_basis: str | None = None
+    built_at: str | None = None
+    git_commit: str | None = None
+
+
+@dataclass
+class Marts:
+    warehouse: Path
+    communes: pd.DataFrame
+    rates: pd.DataFrame
+    comparison: pd.DataFrame
+    trends: pd.DataFrame
+    audit: pd.DataFrame
+    area_rates: pd.DataFrame
+    settings: Settings
+    smoothed: pd.DataFrame
+    geojson: dict
+    inequity: dict[str, pd.DataFrame]
+    indicators: list[Indicator]
+
+
+def default_warehouse() -> Path:
+    return Path(os.environ.get("IMR_DUCKDB_PATH") or DEFAULT_WAREHOUSE)
+
+
+def load_marts(warehouse: str | os.PathLike) -> Marts:
+    """Every mart the report uses, read into pandas; the file is opened read-only and closed."""
+    path = Path(warehouse)
+    if not path.is_file():
+        raise ReportError(
+            f"warehouse not found: {path}\n"
+            "Build it first with `make warehouse` (or point --warehouse / IMR_DUCKDB_PATH at a built DuckDB file)."
+        )
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise ReportError(f"cannot open the warehouse {path} read-only: {exc}") from exc
+    try:
+        present = {
+            name
+            for (name,) in con.execute(
+                "select table_name from information_schema.tables where table_schema = 'marts'"
+            ).fetchall()
+        }
+        missing = [m for m in REQUIRED_MARTS if m not in present]
+        if missing:
+            raise ReportError(
+                f"the warehouse {path} has no marts.{', marts.'.join(missing)}; rebuild it with `make warehouse`."
+            )
+
+        def read(name: str) -> pd.DataFrame:
+            return con.execute(f"select * from marts.{name}").df()
+
+        rates = read("fct_rates_commune_year")
+        comparison = read("fct_commune_vs_region")
+        marts = Marts(
+            warehouse=path,
+            communes=read("dim_commune"),
+            rates=rates,
+            comparison=comparison,
+            trends=read("fct_trends"),
+            audit=read("audit_data_quality"),
+            area_rates=read("fct_area_period_rates"),
+            settings=_settings(read("meta_build")),
+            smoothed=read("fct_smoothed_rates"),
+            geojson=_geojson(comparison),
+            inequity={name: read(name) for name in ("dim_stratifier", "fct_rates_by_quintile",
+                                                     "fct_commune_deprivation", "fct_inequality",
+                                                     "fct_inequality_trends")},
+            indicators=_indicators(read("dim_indicator")),
+        )
+    finally:
+        con.close()
+    return marts
+
+
+def _settings(meta: pd.DataFrame) -> Settings:
+    if meta.empty:
+        raise ReportError("marts.meta_build is empty: the warehouse was not built completely; rebuild it.")
+    row = meta.iloc[0].to_dict()
+    values = json.loads(row.get("vars_json") or "{}")
+    missing = [k for k in THRESHOLD_VARS if values.get(k) is None]
+    if missing:
+        raise ReportError(f"marts.meta_build.vars_json has no {', '.join(missing)}: the warehouse was built by an "
+                          "older version; rebuild it with `make warehouse`.")
+    thresholds = {k: cast(values[k]) for k, cast in THRESHOLD_VARS.items()}
+    return Settings(**thresholds, count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
+                    git_commit=row.get("git_commit") or None)
+
+
+def _geojson(comparison: pd.DataFrame) -> dict:
+    """The polygons of the compared communes, simplified for display (`infant_mortality.geo`)."""
+    from infant_mortality.geo import communes_geojson
+
+    names = comparison.drop_duplicates("commune_code").set_index("commune_code")["commune_name"].to_dict()
+    return communes_geojson(sorted(names), names)
+
+
+def _indicators(dim: pd.DataFrame) -> list[Indicator]:
+    """`marts.dim_indicator` rows, in its order, as the report names them."""
+    dim = dim.sort_values("sort_order", na_position="last")
+    return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_en"] or r["indicator"],
+                      r["abbreviation_en"] or r["indicator"].upper(), r["ages_en"] or "")
+            for r in dim.to_dict("records")]
+
+
+def pooled_rate(area_periods: pd.DataFrame, combo: Combo) -> dict | None:
+    """The area's row of `fct_area_period_rates` for the combo's indicator and period."""
+    if area_periods is None or area_periods.empty:
+        return None
+    rows = combo.select(area_periods)
+    return None if rows.empty else rows.iloc[0].to_dict()
+
+
+def trend_windows(trends: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per indicator, the trend window the report shows: the widest (then the latest)."""
+    out = {}
+    for ind, g in trends.groupby("indicator"):
+        w = g[["period_start", "period_end"]].drop_duplicates()
+        w = w.assign(span=w.period_end - w.period_start).sort_values(["span", "period_end"], ascending=False)
+        out[ind] = (int(w.iloc[0].period_start), int(w.iloc[0].period_end))
+    return out
+
+
+def trends_in_window(trends: pd.DataFrame, windows: dict) -> pd.DataFrame:
+    keep = [
+        (r.indicator in windows) and (int(r.period_start), int(r.period_end)) == windows[r.indicator]
+        for r in trends[["indicator", "period_start", "period_end"]].itertuples()
+    ]
+    return trends[keep]
+
+
+def trend_row(trends: pd.DataFrame, level: str, code: str, indicator: str) -> dict | None:
+    rows = trends[(trends.area_level == level) & (trends.area_code == code) & (trends.indicator == indicator)]
+    return None if rows.empty else rows.iloc[0].to_dict()

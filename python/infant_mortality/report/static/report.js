@@ -1,0 +1,248 @@
+// Draws the report's figures and runs its controls (inlined into the HTML after the data).
+//
+// plotly.js and each figure's spec are embedded gzip-compressed and base64-encoded in a
+// application/octet-stream script element (id: the figure id + "-data"), decoded when the
+// figure is first shown (its region selected, its <details> opened). Below NARROW_PX a
+// figure gets the changes listed in its layout.meta.narrow / trace meta.narrow; small
+// multiples (layout.meta.grid) get as many columns as their width holds.
+(function () {
+  'use strict';
+  var NARROW_PX = 600;  // infant_mortality.report.common.NARROW_PX
+  var config = {responsive: true, displaylogo: false, scrollZoom: false,
+                toImageButtonOptions: {format: 'png', scale: 2}};
+
+  function decodeText(id) {
+    var el = document.getElementById(id);
+    var bytes = Uint8Array.from(atob(el.textContent.trim()), function (c) { return c.charCodeAt(0); });
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    return new Response(stream).text();
+  }
+  function decodeSpec(id) { return decodeText(id).then(JSON.parse); }
+
+  // plotly.js itself is embedded compressed too (a third of its size): run it once decoded.
+  var plotlyReady = window.Plotly ? Promise.resolve() : decodeText('plotly-js').then(function (src) {
+    var s = document.createElement('script');
+    s.textContent = src;
+    document.head.appendChild(s);
+    document.documentElement.setAttribute('data-plotly-ms', String(Math.round(performance.now())));
+  });
+
+  // obj['a.b[0].c'] = value, creating the objects on the way.
+  function setPath(obj, path, value) {
+    var keys = path.replace(/\[(\d+)\]/g, '.$1').split('.');
+    for (var i = 0; i < keys.length - 1; i++) {
+      if (obj[keys[i]] === undefined || obj[keys[i]] === null) obj[keys[i]] = /^\d+$/.test(keys[i + 1]) ? [] : {};
+      obj = obj[keys[i]];
+    }
+    obj[keys[keys.length - 1]] = value;
+  }
+
+  // Small multiples: columns from the width; every panel's axes placed on the grid.
+  function layoutGrid(layout, width) {
+    var g = layout.meta && layout.meta.grid;
+    if (!g) return 0;
+    var m = layout.margin || {};
+    var inner = width - (m.l || 0) - (m.r || 0);
+    var ncols = Math.max(1, Math.min(g.max_cols, Math.floor(inner / g.min_panel_px), g.n));
+    var nrows = Math.ceil(g.n / ncols);
+    var rowPx = ncols === 1 ? g.row_px_narrow : g.row_px;
+    var plotPx = nrows * rowPx + (nrows - 1) * g.gap_px;
+    layout.height = plotPx + (m.t || 0) + (m.b || 0);
+    var w = (1 - (ncols - 1) * g.hspace) / ncols;
+    for (var i = 0; i < g.n; i++) {
+      var r = Math.floor(i / ncols), c = i % ncols, s = i === 0 ? '' : String(i + 1);
+      var top = 1 - r * (rowPx + g.gap_px) / plotPx;
+      layout['xaxis' + s].domain = [c * (w + g.hspace), c * (w + g.hspace) + w];
+      layout['yaxis' + s].domain = [Math.max(0, top - rowPx / plotPx), top];
+    }
+    return ncols;
+  }
+
+  // Breaks a plotly text (lines separated by <br>, may hold <span> tags) at spaces so that no
+  // line is longer than maxChars visible characters.
+  function wrap(text, maxChars) {
+    if (typeof text !== 'string') return text;
+    return text.split('<br>').map(function (line) {
+      var out = [], cur = '';
+      line.split(' ').forEach(function (w) {
+        var cand = cur ? cur + ' ' + w : w;
+        if (cur && cand.replace(/<[^>]*>/g, '').length > maxChars) { out.push(cur); cur = w; } else cur = cand;
+      });
+      out.push(cur);
+      return out.join('<br>');
+    }).join('<br>');
+  }
+
+  function wrapTitles(layout, width) {
+    var chars = Math.max(20, Math.floor((width - 16) / 7));  // 12 px type: about 7 px a character
+    if (layout.title) layout.title.text = wrap(layout.title.text, chars);
+    ['xaxis', 'yaxis'].forEach(function (ax) {
+      if (layout[ax] && layout[ax].title) layout[ax].title.text = wrap(layout[ax].title.text, chars);
+    });
+    (layout.updatemenus || []).forEach(function (menu) {
+      (menu.buttons || []).forEach(function (b) {
+        if (b.args && b.args[1] && b.args[1]['title.text']) b.args[1]['title.text'] = wrap(b.args[1]['title.text'], chars);
+      });
+    });
+  }
+
+  function prepare(spec, width) {
+    var data = JSON.parse(JSON.stringify(spec.data)), layout = JSON.parse(JSON.stringify(spec.layout));
+    var narrow = width < NARROW_PX;
+    if (narrow) {
+      var changes = (layout.meta && layout.meta.narrow) || {};
+      Object.keys(changes).forEach(function (k) { setPath(layout, k, changes[k]); });
+      data.forEach(function (t) {
+        var tc = (t.meta && t.meta.narrow) || {};
+        Object.keys(tc).forEach(function (k) { setPath(t, k, tc[k]); });
+      });
+      wrapTitles(layout, width);
+    }
+    var ncols = layoutGrid(layout, width);
+    return {data: data, layout: layout, state: (narrow ? 'n' : 'w') + ncols};
+  }
+
+  var specs = {};  // figure id -> decoded spec
+  function draw(div) {
+    var spec = specs[div.id], width = div.clientWidth || window.innerWidth;
+    var p = prepare(spec, width);
+    div.setAttribute('data-state', p.state);
+    // On a phone the tool bar would cover the title; pinch and tap still work.
+    var cfg = Object.assign({}, config, {displayModeBar: p.state.charAt(0) === 'n' ? false : 'hover'});
+    return Plotly.react(div, p.data, p.layout, cfg);
+  }
+
+  function visibleFigures() {
+    return Array.prototype.filter.call(document.querySelectorAll('div.figure[data-fig]'), function (div) {
+      return div.offsetParent !== null;
+    });
+  }
+
+  var pending = plotlyReady.catch(function (e) { reportError('plotly.js: ' + e); });
+  function renderVisible() {
+    var tablesDone = fillTables();
+    visibleFigures().forEach(function (div) {
+      if (div.getAttribute('data-rendered')) return;
+      div.setAttribute('data-rendered', 'pending');
+      pending = pending.then(function () {
+        return decodeSpec(div.getAttribute('data-fig')).then(function (spec) {
+          specs[div.id] = spec;
+          return draw(div);
+        }).then(function () {
+          div.setAttribute('data-rendered', '1');
+          var root = document.documentElement;  // time to the first figure, from navigation start
+          if (!root.getAttribute('data-first-figure-ms')) {
+            root.setAttribute('data-first-figure-ms', String(Math.round(performance.now())));
+          }
+        }).catch(function (e) { reportError(div.id + ': ' + e); });
+      });
+    });
+    return Promise.all([pending, tablesDone]).then(function () {
+      var root = document.documentElement;
+      root.setAttribute('data-render-ms', String(Math.round(performance.now())));  // from navigation start
+      root.setAttribute('data-scroll-width', String(root.scrollWidth));
+      root.setAttribute('data-client-width', String(root.clientWidth));
+    });
+  }
+  window.renderVisible = renderVisible;
+
+  // A figure crossing the narrow width, or whose grid needs other columns, is redrawn.
+  var resizeTimer = null;
+  window.addEventListener('resize', function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      visibleFigures().forEach(function (div) {
+        if (div.getAttribute('data-rendered') !== '1') return;
+        if (prepare(specs[div.id], div.clientWidth).state !== div.getAttribute('data-state')) draw(div);
+      });
+    }, 150);
+  });
+
+  // Region selector; the choice is kept in the address (#region=13) so it can be linked.
+  var select = document.getElementById('region-select');
+  function showRegion(code) {
+    document.querySelectorAll('section.region-block').forEach(function (s) {
+      s.style.display = s.getAttribute('data-region') === code ? '' : 'none';
+    });
+    renderVisible();
+  }
+  if (select) {
+    var m = /region=([^&]+)/.exec(location.hash);
+    if (m && select.querySelector('option[value="' + m[1] + '"]')) select.value = m[1];
+    select.addEventListener('change', function () {
+      history.replaceState(null, '', '#region=' + select.value);
+      showRegion(select.value);
+    });
+    document.querySelectorAll('section.region-block').forEach(function (s) {
+      s.style.display = s.getAttribute('data-region') === select.value ? '' : 'none';
+    });
+  }
+  document.querySelectorAll('details').forEach(function (d) { d.addEventListener('toggle', renderVisible); });
+
+  // Click-to-sort tables: numeric when both cells carry data-sort numbers, else text.
+  document.querySelectorAll('table.sortable').forEach(function (table) {
+    table.querySelectorAll('th').forEach(function (th, col) {
+      th.addEventListener('click', function () {
+        var asc = !th.classList.contains('sorted-asc');
+        table.querySelectorAll('th').forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
+        th.classList.add(asc ? 'sorted-asc' : 'sorted-desc');
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        function key(r) { var c = r.cells[col], v = c.getAttribute('data-sort'); return v === null ? c.textContent : v; }
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b), nx = parseFloat(x), ny = parseFloat(y), r;
+          if (x === '' && y === '') r = 0; else if (x === '') r = 1; else if (y === '') r = -1;
+          else if (!isNaN(nx) && !isNaN(ny)) r = nx - ny; else r = x.localeCompare(y, 'es');
+          return asc ? r : -r;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+  // Comparison tables: the body is built from the embedded rows when the table is first shown;
+  // the filter shows one indicator and period (or all).
+  function filterTable(table) {
+    var sel = document.querySelector('select.table-filter[data-table="' + table.id + '"]');
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
+      r.style.display = (!sel || sel.value === '' || r.getAttribute('data-combo') === sel.value) ? '' : 'none';
+    });
+  }
+  function fillTables() {
+    var tables = Array.prototype.filter.call(document.querySelectorAll('table[data-rows]'), function (t) {
+      return t.offsetParent !== null && !t.getAttribute('data-filled');
+    });
+    return Promise.all(tables.map(function (table) {
+      table.setAttribute('data-filled', 'pending');
+      return decodeSpec(table.getAttribute('data-rows')).then(function (spec) {
+        var body = document.createElement('tbody');
+        spec.rows.forEach(function (row) {
+          var tr = document.createElement('tr');
+          tr.setAttribute('data-combo', row[0]);
+          row[1].forEach(function (cell) {
+            var td = document.createElement('td');
+            if (Array.isArray(cell)) {
+              td.textContent = cell[0];
+              if (cell.length < 3) { td.className = 'num'; td.setAttribute('data-sort', cell[1] === null ? '' : String(cell[1])); }
+              else if (cell[2]) td.className = cell[2];
+            } else td.textContent = cell;
+            tr.appendChild(td);
+          });
+          body.appendChild(tr);
+        });
+        table.replaceChild(body, table.tBodies[0]);
+        table.setAttribute('data-filled', '1');
+        filterTable(table);
+      }).catch(function (e) { reportError(table.id + ': ' + e); });
+    }));
+  }
+  document.querySelectorAll('select.table-filter').forEach(function (sel) {
+    sel.addEventListener('change', function () { filterTable(document.getElementById(sel.getAttribute('data-table'))); });
+  });
+  // #...&show=fig-map-13 opens and scrolls to that figure (links and screenshots).
+  var show = /show=([^&]+)/.exec(location.hash);
+  var target = show && document.getElementById(show[1]);
+  if (target) {
+    var details = target.closest('details');
+    if (details) details.open = true;
+  }
+  renderVisible().then(function () { if (target) target.scrollIntoView(); });
+})();

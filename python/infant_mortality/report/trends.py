@@ -1,0 +1,139 @@
+"""2. Trends: small multiples of yearly rates with the fitted Prais-Winsten line of `marts.fct_trends`.
+
+The panels are laid out by ``static/report.js`` (``layout.meta.grid``): four columns on a
+desktop, one on a phone. Each panel's title is anchored to its own axes, so it follows them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from infant_mortality.report.common import (
+    FONT,
+    TREND_COLOURS,
+    TREND_LABELS,
+    base_layout,
+    fmt,
+    fmt_apc,
+    fmt_p,
+    indicator_short,
+    narrow_layout,
+    num,
+    nums,
+    to_int,
+)
+
+# Panel geometry (px) handed to report.js, which picks the number of columns from the width.
+GRID = dict(max_cols=4, min_panel_px=250, row_px=190, row_px_narrow=160, gap_px=62, hspace=0.045)
+
+
+def fitted_line(trend: dict | None):
+    """The mart's fitted line, log10(rate) = intercept_log10 + slope_log10 * year, over the
+    trend's window on a quarter-year grid: (years, rates, method) or (None, None, None)."""
+    if trend is None or num(trend.get("slope_log10")) is None:
+        return None, None, None
+    a, b = num(trend.get("intercept_log10")), float(trend["slope_log10"])
+    if a is None:
+        return None, None, None
+    start, end = int(trend["period_start"]), int(trend["period_end"])
+    grid = np.linspace(start, end, 4 * (end - start) + 1)
+    return grid, 10 ** (a + b * grid), "mart"
+
+
+def _trend_title(name: str, trend: dict | None) -> str:
+    head = f"<b>{name}</b>"
+    if trend is None:
+        return head
+    cls = trend.get("trend") or "not_estimable"
+    apc = num(trend.get("apc"))
+    detail = TREND_LABELS.get(cls, cls).lower()
+    if apc is not None:
+        detail += f" · APC {fmt(apc, 1, signed=True)}%"
+    return f"{head}<br><span style='color:{TREND_COLOURS.get(cls, '#555')};font-size:11px'>{detail}</span>"
+
+
+def trends_figure(
+    series: list[tuple[str, str, pd.DataFrame, dict | None]],
+    indicator: str,
+    region_code: str,
+) -> dict:
+    """Small multiples of yearly rates (points, 95% CI whiskers) with the fitted trend line.
+
+    `series` is a list of (area_code, area_name, yearly rows of `fct_rates_commune_year`,
+    `fct_trends` row or None), the reference area (region or country) first. Returns the
+    figure as a plain plotly dict (data, layout): with a country's worth of panels, plotly's
+    Python objects would take most of the report's build time validating them.
+    """
+    data: list[dict] = []
+    all_years = pd.concat([s[2]["year"] for s in series]) if series else pd.Series([2000])
+    x_range = [float(all_years.min()) - 0.6, float(all_years.max()) + 0.6]
+    layout: dict = {}
+    annotations = []
+    for i, (code, name, rows, trend) in enumerate(series):
+        suffix = "" if i == 0 else str(i + 1)
+        xa, ya = f"x{suffix}", f"y{suffix}"
+        layout[f"xaxis{suffix}"] = dict(anchor=ya, range=x_range, dtick=2, tickfont=dict(size=10), showgrid=False,
+                                        showline=True, linecolor="#bbb")
+        layout[f"yaxis{suffix}"] = dict(anchor=xa, rangemode="tozero", tickfont=dict(size=10), gridcolor="#eee",
+                                        zeroline=False)
+        annotations.append(dict(text=_trend_title(name, trend), xref=f"{xa} domain", yref=f"{ya} domain", x=0.5,
+                                y=1.0, xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=12)))
+        rows = rows.sort_values("year")
+        rate = rows["rate_per_1000"].to_numpy(float)
+        data.append(
+            dict(
+                type="scatter",
+                x=[int(y) for y in rows["year"]],
+                y=nums(rate),
+                xaxis=xa,
+                yaxis=ya,
+                mode="markers",
+                marker=dict(size=5, color="#000" if i == 0 else "#444"),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=nums(rows["ci95_upper"].to_numpy(float) - rate),
+                    arrayminus=nums(rate - rows["ci95_lower"].to_numpy(float)),
+                    thickness=1,
+                    width=2,
+                    color="#9e9e9e",
+                ),
+                customdata=[[num(a), num(b), to_int(d), to_int(nb)] for a, b, d, nb in
+                            zip(rows["ci95_lower"], rows["ci95_upper"], rows["deaths"], rows["live_births"])],
+                hovertemplate=(
+                    f"<b>{name}</b> %{{x}}<br>{indicator_short(indicator)} %{{y:.2f}} per 1000"
+                    "<br>95% CI %{customdata[0]:.2f} to %{customdata[1]:.2f}"
+                    "<br>deaths %{customdata[2]:,} / live births %{customdata[3]:,}<extra></extra>"
+                ),
+                showlegend=False,
+                meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator, kind="rates"),
+            )
+        )
+        grid, fitted, method = fitted_line(trend)
+        if grid is not None:
+            cls = trend.get("trend") or "stationary"
+            data.append(
+                dict(
+                    type="scatter",
+                    x=nums(grid),
+                    y=nums(fitted),
+                    xaxis=xa,
+                    yaxis=ya,
+                    mode="lines",
+                    line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2),
+                    hovertemplate=(
+                        f"<b>{name}</b>: Prais-Winsten fit, {TREND_LABELS.get(cls, cls).lower()}<br>"
+                        f"{fmt_apc(trend)}<br>p = {fmt_p(trend.get('p_value'))}, rho = {fmt(trend.get('rho'), 2)}"
+                        "<extra></extra>"
+                    ),
+                    showlegend=False,
+                    meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator,
+                              kind="fit", line_method=method, slope_log10=num(trend.get("slope_log10")),
+                              apc=num(trend.get("apc")), trend=cls),
+                )
+            )
+    layout = base_layout(margin=dict(l=50, r=20, t=60, b=40), showlegend=False, font=FONT, annotations=annotations,
+                         **layout)
+    layout["meta"] = dict(grid=dict(GRID, n=len(series)), narrow=narrow_layout(None, {"margin.l": 40, "margin.r": 12}))
+    return dict(data=data, layout=layout)
