@@ -142,9 +142,9 @@ SHARED_CELLS_ALSO_UNAVAILABLE = {
 
 
 def copy_raw(destination: Path) -> Path:
-    destination.mkdir(parents=True)
-    for name in (INE, DEIS, "ine_population_by_commune_year_2002_2035.csv"):
-        shutil.copyfile(REPO_ROOT / "data" / "raw" / name, destination / name)
+    """The whole raw-data folder, sub-folders too: the default build reads the covariates in
+    data/raw/covariates/ as well, through the same raw_data_dir."""
+    shutil.copytree(REPO_ROOT / "data" / "raw", destination)
     return destination
 
 

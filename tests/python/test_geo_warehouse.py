@@ -34,7 +34,8 @@ def test_polygon_file_disagreements_are_audited(bundled_warehouse):
 
 
 def test_smoothed_rates_follow_the_formulas_on_the_pooled_counts(bundled_warehouse):
-    """An independent vectorised transcription of methods.md section 6 on fct_commune_vs_region."""
+    """An independent vectorised transcription of methods.md section 6 on fct_commune_vs_region.
+    Global EB is fitted within each region: the Metropolitan Region's 52 communes here."""
     rows = query(bundled_warehouse, """
         select compared.commune_code, compared.deaths, compared.live_births, compared.region_rate_per_1000,
             smoothed.crude_rate_per_1000, smoothed.eb_global_rate_per_1000, smoothed.eb_local_rate_per_1000,
@@ -42,6 +43,7 @@ def test_smoothed_rates_follow_the_formulas_on_the_pooled_counts(bundled_warehou
         from marts.fct_commune_vs_region as compared
         join marts.fct_smoothed_rates as smoothed using (commune_code, indicator, period_start, period_end)
         where compared.indicator = 'imr' and compared.period_start = 2010 and compared.period_end = 2019
+            and compared.region_code = '13'
         order by compared.commune_code""")
     codes = [r[0] for r in rows]
     d, n, region_rate = (np.array([r[i] for r in rows], dtype=float) for i in (1, 2, 3))
@@ -84,4 +86,7 @@ def test_smoothed_rates_have_exactly_the_rows_and_counts_of_the_comparison(bundl
             or smoothed.region_code is distinct from compared.region_code
             or abs(smoothed.crude_rate_per_1000 - compared.rate_per_1000) > 1e-9""")
     assert mismatches == []
-    assert query(bundled_warehouse, "select count(*) from marts.fct_smoothed_rates")[0][0] == 156
+    # Every commune of the country in each of the three analysis periods of the IMR; 52 x 3 in the RM.
+    assert query(bundled_warehouse, "select count(*) from marts.fct_smoothed_rates")[0][0] == 346 * 3
+    assert query(bundled_warehouse,
+                 "select count(*) from marts.fct_smoothed_rates where region_code = '13'")[0][0] == 52 * 3

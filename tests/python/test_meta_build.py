@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -35,10 +36,20 @@ def test_meta_build_records_the_bundled_build(bundled_warehouse):
     assert meta["duckdb_version"].lstrip("v") == duckdb.__version__
     assert meta["vital_source"] == "ine_aggregates"
     assert meta["count_basis"] == "derived: INE deaths all ages - DEIS deaths aged 1+"
-    assert (meta["scope_regions"], meta["scope_year_start"], meta["scope_year_end"]) == ("13", 2010, 2019)
+    # The default scope (scope_regions: []) is every region in the input: Chile's 16 regions.
+    assert _declared_vars()["scope_regions"] == []
+    assert (meta["scope_regions"], meta["scope_year_start"], meta["scope_year_end"]) == (
+        ",".join(f"{r:02d}" for r in range(1, 17)), 2010, 2019)
     # Every declared var with its default, since none was passed.
     assert json.loads(meta["vars_json"]) == _declared_vars()
-    assert json.loads(meta["input_files_json"]) == []
+    # Every file of the raw-data folder (sub-folders too), with its size and checksum as hashed here.
+    raw = REPO_ROOT / "data" / "raw"
+    expected_files = [
+        {"input": "raw_data", "entry": path.relative_to(REPO_ROOT).as_posix(), "size_bytes": path.stat().st_size,
+         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "layout": "aggregate CSV"}
+        for path in sorted(raw.rglob("*"), key=lambda p: p.relative_to(REPO_ROOT).as_posix()) if path.is_file()]
+    assert len(expected_files) == 6
+    assert json.loads(meta["input_files_json"]) == expected_files
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     if head.returncode == 0:
         assert meta["git_commit"] == head.stdout.strip()
@@ -51,8 +62,10 @@ def test_meta_build_shows_vars_passed_on_the_command_line(ols_trends_warehouse, 
     values = json.loads(meta["vars_json"])
     assert values["unreliable_below_deaths"] == 25  # declared, overridden with --vars
     assert values["trend_method"] == "ols"
-    assert {k: v for k, v in values.items() if k not in ("unreliable_below_deaths", "trend_method")} == {
-        k: v for k, v in _declared_vars().items() if k != "unreliable_below_deaths"}
+    # Every other declared var (the list read from dbt_project.yml) keeps its default.
+    overridden = ("unreliable_below_deaths", "trend_method")
+    assert {k: v for k, v in values.items() if k not in overridden} == {
+        k: v for k, v in _declared_vars().items() if k not in overridden}
     assert meta["build_id"] != _meta(bundled_warehouse)["build_id"]
 
 

@@ -64,10 +64,11 @@ def test_the_commune_with_an_unavailable_year_is_fitted_on_the_others_and_says_s
 
 
 def _region_rates(warehouse):
+    """The Metropolitan Region's yearly IMR (the build holds all 16 regions: one series, one fit)."""
     years, rates = zip(*query(
         warehouse,
         "select year, rate_per_1000 from marts.fct_rates_commune_year "
-        "where area_level = 'region' and indicator = 'imr' order by year",
+        "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year",
     ))
     return np.array(years, dtype=float), np.log10(rates)
 
@@ -78,7 +79,7 @@ def test_the_mart_carries_the_fitted_line(bundled_warehouse):
     (intercept, slope), = query(
         bundled_warehouse,
         "select intercept_log10, slope_log10 from marts.fct_trends where area_level = 'region' "
-        "and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+        "and area_code = '13' and indicator = 'imr' and period_start = 2010 and period_end = 2019",
     )
     assert intercept == pytest.approx(reference.params[0], rel=1e-9)
     # Stata's fitted values (predict xb): intercept + slope * year, on the raw-year scale.
@@ -116,7 +117,8 @@ def test_trend_method_ols_fits_statsmodels_ols(ols_trends_warehouse):
     (intercept, slope, se, p, rho, note), = query(
         ols_trends_warehouse,
         "select intercept_log10, slope_log10, slope_se, p_value, rho, note from marts.fct_trends "
-        "where area_level = 'region' and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+        "where area_level = 'region' and area_code = '13' and indicator = 'imr' "
+        "and period_start = 2010 and period_end = 2019",
     )
     assert [intercept, slope, se, p] == pytest.approx(list(ols.params) + [ols.bse[1], ols.pvalues[1]], rel=1e-9)
     assert rho is None and note is None
