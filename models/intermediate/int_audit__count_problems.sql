@@ -35,7 +35,8 @@ commune_rows as (
             when count_problem = 'commune_unknown'
                 then 'commune code not in the 346-commune reference: no rate, not in any region'
             when is_poolable
-                then 'no rate for this commune-year; its counts still enter the region and country sums (bounded case, methods.md, "Input checks, plausibility and pooling")'
+                then 'no rate for this commune-year; its counts still enter the region and country sums'
+                    || ' (bounded case, methods.md, "Input checks, plausibility and pooling")'
             else 'no rate for this commune-year; the region and country rates of this year are unavailable too'
         end as consequence,
         true as affects_results
@@ -54,23 +55,26 @@ area_rows as (
         area_problems.indicator,
         area_problems.count_problem as check_name,
         coalesce(
-            'communes: ' || {{ dbt.listagg('blocking.commune_problem', "', '", 'order by blocking.commune_problem') }},
+            'communes: '
+            || {{ dbt.listagg('blocking.commune_problem', "', '", 'order by blocking.commune_problem') }},
             'deaths=' || coalesce(cast(area_problems.deaths as varchar), 'missing')
-                || ' live_births=' || coalesce(cast(area_problems.live_births as varchar), 'missing')
+            || ' live_births=' || coalesce(cast(area_problems.live_births as varchar), 'missing')
         ) as observed_value,
         greatest(count(blocking.commune_problem), 1) as records_affected,
         case
             when area_problems.count_problem like '%no_live_births'
-                then 'no rate for this ' || area_problems.area_level || ' and year: no live births in any of its communes'
-            else 'no rate for this ' || area_problems.area_level || ' and year: a commune inside has no count or one out of bounds'
+                then 'no rate for this ' || area_problems.area_level
+                || ' and year: no live births in any of its communes'
+            else 'no rate for this ' || area_problems.area_level
+                || ' and year: a commune inside has no count or one out of bounds'
         end as consequence,
         true as affects_results
     from area_problems
     -- Left join: an area without live births may have no blocking commune at all.
     left join blocking
-        on (area_problems.area_level = 'country' or blocking.region_code = area_problems.area_code)
-        and blocking.year = area_problems.year
-        and blocking.indicator = area_problems.indicator
+        on (area_problems.area_level = 'country' or area_problems.area_code = blocking.region_code)
+        and area_problems.year = blocking.year
+        and area_problems.indicator = blocking.indicator
     group by area_problems.area_level, area_problems.area_code, area_problems.year,
         area_problems.indicator, area_problems.count_problem, area_problems.deaths, area_problems.live_births
 )

@@ -25,7 +25,7 @@ regions_present as (
 years as (
     select cast(series.year as integer) as year
     from (select min(year) as first_year, max(year) as last_year from counts) as bounds
-    cross join generate_series(bounds.first_year, bounds.last_year) as series(year)
+    cross join generate_series(bounds.first_year, bounds.last_year) as series (year)
 ),
 
 expected as (

@@ -57,10 +57,10 @@ commune_years as (
     inner join commune_pool_members as members
         on pooling.commune_code = members.commune_code
     inner join yearly
-        on yearly.area_level = members.member_level
-        and yearly.area_code = members.member_code
-        and yearly.indicator = pooling.indicator
-        and yearly.year = pooling.year
+        on members.member_level = yearly.area_level
+        and members.member_code = yearly.area_code
+        and pooling.indicator = yearly.indicator
+        and pooling.year = yearly.year
 ),
 
 pool_years as (

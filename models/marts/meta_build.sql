@@ -23,7 +23,7 @@ git as (
 input_files as (
     select coalesce(
         to_json(list(
-            {'input': input, 'entry': entry, 'size_bytes': size_bytes, 'sha256': sha256, 'layout': layout}
+            { 'input': input, 'entry': entry, 'size_bytes': size_bytes, 'sha256': sha256, 'layout': layout }
             order by input, entry)),
         '[]') as input_files_json
     from {{ ref('audit_input_files') }}

@@ -27,10 +27,13 @@ def test_the_duckdb_cli_comes_with_the_environment_and_reads_the_published_file(
         [str(DUCKDB_CLI), "-readonly", "-csv", str(published_warehouse.path), "-c",
          "select count(*) as communes from marts.dim_commune; "
          "select round(rate_per_1000, 2) as tmi from marts.fct_rates_commune_year "
-         "where area_level = 'region' and indicator = 'imr' and year = 2010"],
+         "where area_level = 'region' and area_code = '13' and indicator = 'imr' and year = 2010; "
+         "select round(rate_per_1000, 2) as tmi_chile from marts.fct_rates_commune_year "
+         "where area_level = 'country' and indicator = 'imr' and year = 2010"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["communes", "346", "tmi", "7.14"]
+    # Region 13 (Metropolitana) 7.14 and Chile 7.44 per 1000 in 2010 (INE/DEIS publish 7.4 for Chile).
+    assert result.stdout.split() == ["communes", "346", "tmi", "7.14", "tmi_chile", "7.44"]
     # And the Parquet files, with no database at all.
     parquet = published_warehouse.parquet / "fct_rates_commune_year.parquet"
     rows = subprocess.run([str(DUCKDB_CLI), "-csv", "-c", f"select count(*) as n from '{parquet}'"],
@@ -43,9 +46,12 @@ def test_the_duckdb_cli_comes_with_the_environment_and_reads_the_published_file(
     assert write.returncode != 0 and "read-only" in (write.stdout + write.stderr)
 
 
-# What R's arrow package makes of each Parquet type (arrow's R type mapping).
+# What R's arrow package makes of each Parquet type (arrow's R type mapping, "Arrow to R" table
+# of https://arrow.apache.org/docs/r/articles/data_types.html). A timestamp without time zone
+# (meta_build.built_at, written in UTC) becomes POSIXct, the instant read as UTC.
 R_ARROW_TYPES = {"string": "character", "large_string": "character", "int32": "integer", "int64": "integer64/numeric",
-                 "double": "numeric", "float": "numeric", "bool": "logical", "date32[day]": "Date"}
+                 "double": "numeric", "float": "numeric", "bool": "logical", "date32[day]": "Date",
+                 "timestamp[us]": "POSIXct"}
 
 
 def test_parquet_exports_use_only_types_r_reads(published_warehouse):
@@ -88,7 +94,8 @@ def test_r_reads_the_csv_export_with_accents_and_numbers(published_warehouse, tm
                             capture_output=True, text=True, timeout=120, env={**os.environ, "LANG": "C.UTF-8"})
     assert result.returncode == 0, result.stderr
     first, second = result.stdout.strip().splitlines()
-    assert first.split() == ["52", "commune_code", "numeric", "integer"]
+    # Every commune of the 346 in the reference list (the whole country is bundled).
+    assert first.split() == ["346", "commune_code", "numeric", "integer"]
     expected = query(published_warehouse.path, "select sum(deaths) * 1000.0 / sum(live_births) "
                                                "from marts.fct_commune_vs_region "
                                                "where indicator = 'imr' and period_label = '2010-2019'")[0][0]

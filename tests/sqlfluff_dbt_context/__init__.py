@@ -6,6 +6,7 @@ needs no database and no dbt parse: `var` answers the defaults declared in dbt_p
 `execute` is false (as in dbt's parse phase: no query runs).
 """
 
+import datetime
 import re
 import types
 from pathlib import Path
@@ -17,7 +18,11 @@ _VARS = yaml.safe_load(_PROJECT.read_text(encoding="utf-8"))["vars"]
 
 execute = False
 invocation_args_dict: dict = {}
-modules = types.SimpleNamespace(re=re)
+modules = types.SimpleNamespace(re=re, datetime=datetime)
+# Run metadata that meta_build records (fixed stand-ins: linting runs no build).
+invocation_id = "00000000-0000-0000-0000-000000000000"
+run_started_at = datetime.datetime(2000, 1, 1)
+dbt_version = "0.0.0"
 
 
 def var(name, default=None):
@@ -36,3 +41,12 @@ def _raise_compiler_error(message):
 
 
 exceptions = types.SimpleNamespace(raise_compiler_error=_raise_compiler_error)
+
+
+def _listagg(measure, delimiter_text="','", order_by_clause=None, limit_num=None):
+    # What dbt-duckdb's duckdb__listagg renders (without limit_num, which the project does not use).
+    return f"string_agg({measure}, {delimiter_text} {order_by_clause or ''})"
+
+
+# dbt's cross-database macros called as dbt.<name>(...).
+dbt = types.SimpleNamespace(listagg=_listagg)

@@ -29,7 +29,8 @@ death_problems as (
             when not {{ deis_is_assignable('record_problem', 'year_of_death') }}
                 then 'death not assigned to any commune-year: in no rate (see the total row)'
             when record_problem = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }}
-                then 'counted as an infant death of unknown age: in imr, in no component (var unknown_age_unit_policy = infant_age_unknown)'
+                then 'counted as an infant death of unknown age: in imr, in no component'
+                    || ' (var unknown_age_unit_policy = infant_age_unknown)'
             when record_problem = 'age_unit_unknown'
                 then 'age unit unknown: cannot be placed inside or outside the first year; in no infant indicator (methods.md)'
             when record_problem = 'infant_age_month_zero'

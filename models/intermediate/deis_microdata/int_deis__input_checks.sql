@@ -65,7 +65,8 @@ malformed as (
     from deaths
     where record_problem in {{ deis_malformed_problems() }}
     union all
-    select 'births', source_file, source_line, record_problem, 'ANO_NAC=' || coalesce(year_as_read, '') || ' COMUNA=' || coalesce(commune_code_as_read, '')
+    select 'births', source_file, source_line, record_problem,
+        'ANO_NAC=' || coalesce(year_as_read, '') || ' COMUNA=' || coalesce(commune_code_as_read, '')
     from births
     where record_problem in {{ deis_malformed_problems() }}
 ),
@@ -100,15 +101,16 @@ overlap_failures as (
     having count(*) > 1
 ),
 
+-- priority: which failure is reported first when there are several (a UNION ALL has no order).
 failures as (
-    select message from line_count_failures
+    select 1 as priority, message from line_count_failures
     union all
-    select message from malformed_failures
+    select 2, message from malformed_failures
     union all
-    select * from (select message from overlap_failures order by message limit 1)
+    select * from (select 3, message from overlap_failures order by message limit 1) as first_overlap
 )
 
 select kind, source_file, layout, records_expected, lines, blank_lines, records_staged
 from files
 -- error() raises with the first failure; with none, every file's row is kept.
-where (select count(error(message)) from (select message from failures limit 1)) = 0
+where (select count(error(message)) from (select message from failures order by priority, message limit 1) as first_failure) = 0

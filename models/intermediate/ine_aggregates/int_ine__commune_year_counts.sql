@@ -88,7 +88,7 @@ ine_with_deis as (
         deis_aged_1_plus.deaths_aged_1_plus,
         deis_aged_1_plus.deis_problem,
         deis_aged_1_plus.commune_code is null as is_missing_from_deis,
-        exists (
+        exists(
             select 1 from deis_unattributable as u
             where coalesce(u.commune_code, ine.commune_code) = ine.commune_code
                 and coalesce(u.year, ine.year) = ine.year

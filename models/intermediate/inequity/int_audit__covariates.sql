@@ -69,7 +69,8 @@ select
     'covariate_value_missing',
     'no usable value for ' || commune_name,
     cast(1 as bigint),
-    'left out of this stratifier''s ranking, quintiles and measures in every area, and counted in fct_inequality.n_communes_without_value',
+    'left out of this stratifier''s ranking, quintiles and measures in every area,'
+    || ' and counted in fct_inequality.n_communes_without_value',
     true
 from missing
 where region_is_covered

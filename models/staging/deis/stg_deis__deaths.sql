@@ -60,7 +60,7 @@ aged as (
     select
         *,
         case age_unit_code
-            when 3 then cast(age_amount as double)
+            when 3 then age_amount::double
             when 4 then age_amount / 24.0
         end as age_in_days,
         age_unit_code is null or age_unit_code not in (1, 2, 3, 4) as is_age_unit_unknown
