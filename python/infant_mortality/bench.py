@@ -43,9 +43,11 @@ DEFAULT_SCALES = (0.25, 0.5, 1, 2, 4, 8)
 PHASES = [
     ("seed (reference tables)", ["seed"]),
     ("ingest (files -> typed staging tables)", ["run", "--select", "path:models/staging"]),
-    ("counts and audit", ["run", "--select", "path:models/intermediate", "--exclude", "int_trends*"]),
-    ("marts and trends", ["run", "--select", "path:models/marts", "int_trends*"]),
-    ("data tests", ["test"]),
+    ("counts, audit and yearly rates", ["run", "--select", "+fct_rates_commune_year",
+                                        "--exclude", "path:models/staging"]),
+    ("comparisons, trends, inequity, maps", ["run", "--exclude", "path:models/staging",
+                                             "+fct_rates_commune_year"]),
+    ("data tests and unit tests", ["test"]),
 ]
 
 
