@@ -4,16 +4,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: warehouse test docs report bench clean
+.PHONY: help warehouse test docs report bench clean
 
+## Show the targets and what each one does.
+help:
+	@awk '/^## /{doc = substr($$0, 4); next} /^[a-z]+:/{if (doc) printf "  make %-10s %s\n", substr($$1, 1, length($$1) - 1), doc; doc = ""}' $(MAKEFILE_LIST)
+
+# The activate script also exports DBT_PROFILES_DIR, so `source .venv/bin/activate && dbt build`
+# finds the committed profile from the repository root with no flag.
 $(STAMP): requirements.lock pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "Creating $(VENV) failed: install Python's venv module (Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
+	grep -q DBT_PROFILES_DIR $(BIN)/activate || printf '\n# infant_mortality: dbt finds the committed profile (development target) from any shell.\nexport DBT_PROFILES_DIR="%s/profiles"\n' "$(CURDIR)" >> $(BIN)/activate
 	touch $(STAMP)
 
-## Build the warehouse on the bundled real data and publish warehouse/infant_mortality.duckdb.
+## Build and test the warehouse on the bundled data; publish warehouse/infant_mortality.duckdb and its Parquet files as one release.
 warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish
 
@@ -35,5 +42,6 @@ bench: $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-bench.lock
 	$(BIN)/python -m infant_mortality.bench
 
+## Remove dbt's artefacts, the development database and leftovers of interrupted builds (never the published release).
 clean:
-	rm -rf target logs warehouse/.build warehouse/parquet
+	rm -rf target logs warehouse/.build warehouse/dev/*.duckdb warehouse/dev/*.duckdb.wal

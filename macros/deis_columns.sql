@@ -1,23 +1,79 @@
-{#- Column rules shared by the DEIS staging models (docs/deis-layouts.md). -#}
+{#- Column rules shared by the DEIS staging models (docs/deis-layouts.md). Every number is parsed
+    strictly: a whole number is digits only after trimming (`^[0-9]+$`); anything else (`1.5`,
+    `1e3`, `11101.9`) is a parse problem, never cast, rounded or cut. -#}
 
-{#- DEIS commune codes are integers without the leading zero: 5-character text, NULL when blank;
-    a code that is not a number is kept as written (it then fails the reference lookup). -#}
-{% macro deis_commune_code(column) -%}
-    coalesce(lpad(cast(try_cast(trim({{ column }}) as integer) as varchar), 5, '0'), nullif(trim({{ column }}), ''))
+{#- A whole number, or NULL when the field is blank or not a whole number (see deis_is_malformed). -#}
+{% macro deis_whole_number(column) -%}
+    case when regexp_matches(trim({{ column }}), '^[0-9]{1,9}$') then cast(trim({{ column }}) as integer) end
 {%- endmacro %}
 
 
-{#- Why a record's commune of residence cannot be used: blank or 99999 (DEIS "unknown") is
-    commune_missing; a code absent from the reference list of 346 communes is commune_unknown. -#}
-{% macro deis_commune_problem(code_column) -%}
+{#- True when the field holds something that is not blank and not a whole number. -#}
+{% macro deis_is_malformed(column) -%}
+    coalesce(trim({{ column }}) <> '' and not regexp_matches(trim({{ column }}), '^[0-9]{1,9}$'), false)
+{%- endmacro %}
+
+
+{#- DEIS commune codes are integers without the leading zero: 4 or 5 digits become the
+    5-character code; NULL when blank; anything else (11101.9, 112015) is kept as written, and
+    deis_commune_problem calls it commune_unparseable. -#}
+{% macro deis_commune_code(column) -%}
     case
-        when {{ code_column }} is null or {{ code_column }} = '99999' then 'commune_missing'
-        when {{ code_column }} not in (select codigo_comuna from {{ ref('communes_chile') }}) then 'commune_unknown'
+        when regexp_matches(trim({{ column }}), '^[0-9]{4,5}$') then lpad(trim({{ column }}), 5, '0')
+        else nullif(trim({{ column }}), '')
     end
 {%- endmacro %}
 
 
-{#- Sex as published (deaths: Hombre/Mujer/Indeterminado; births: 1/2/9) in English. -#}
+{#- The year of a record, or NULL when it is not a whole number inside [input_year_min,
+    input_year_max] (the range declared for every input, issue 18). -#}
+{% macro deis_year(column) -%}
+    case when {{ deis_whole_number(column) }} between {{ deis_year_min() }} and {{ deis_year_max() }}
+        then {{ deis_whole_number(column) }} end
+{%- endmacro %}
+
+{#- Why a year cannot be used: year_unparseable (blank or not a whole number) or year_out_of_range. -#}
+{% macro deis_year_problem(column) -%}
+    case
+        when {{ deis_whole_number(column) }} is null then 'year_unparseable'
+        when {{ deis_whole_number(column) }} not between {{ deis_year_min() }} and {{ deis_year_max() }} then 'year_out_of_range'
+    end
+{%- endmacro %}
+
+{% macro deis_year_min() -%}{{ int_var('input_year_min') }}{%- endmacro %}
+
+{#- An empty input_year_max is the current year. -#}
+{% macro deis_year_max() -%}
+    {%- if var('input_year_max') is none or var('input_year_max') == '' -%}cast(extract(year from current_date) as integer){%- else -%}{{ int_var('input_year_max') }}{%- endif -%}
+{%- endmacro %}
+
+
+{#- Why a record's commune of residence cannot be used: blank or 99999 (DEIS "unknown") is
+    commune_missing; a code that is not 4-5 digits is commune_unparseable; a historical code the
+    crosswalk cannot map is commune_code_unmapped; a code absent from the reference list of 346
+    communes (after the crosswalk) is commune_unknown. -#}
+{% macro deis_commune_problem(code_as_read, mapping, current_code) -%}
+    case
+        when {{ code_as_read }} is null or {{ code_as_read }} = '99999' then 'commune_missing'
+        when not regexp_matches({{ code_as_read }}, '^[0-9]{5}$') then 'commune_unparseable'
+        when {{ mapping }} = 'unsourced' then 'commune_code_unmapped'
+        when {{ current_code }} not in (select codigo_comuna from {{ ref('communes_chile') }}) then 'commune_unknown'
+    end
+{%- endmacro %}
+
+
+{#- The historical-code crosswalk for records of per-year layouts (codes in force in their year):
+    `old_code` as read in year `year` -> current code (seed commune_code_crosswalk). The official-
+    figures deaths file is recoded to current codes by DEIS, so it never goes through it. -#}
+{% macro deis_crosswalk_join(alias, code_column, year_column, layout_column) -%}
+    left join {{ ref('commune_code_crosswalk') }} as {{ alias }}
+        on {{ layout_column }} in ('deaths_per_year', 'births_per_year_base', 'births_compact')
+        and {{ alias }}.old_code = {{ code_column }}
+        and {{ year_column }} between coalesce({{ alias }}.valid_from_year, 0) and {{ alias }}.valid_to_year
+{%- endmacro %}
+
+
+{#- Sex as published (deaths: Hombre/Mujer/Indeterminado; codes 1/2/9) in English. -#}
 {% macro deis_sex(column) -%}
     case upper(trim({{ column }}))
         when 'HOMBRE' then 'male'
@@ -31,16 +87,30 @@
 {%- endmacro %}
 
 
-{#- Whether a staged record can be counted in a commune-year: it needs a year and a known
-    commune. The counts and the audit both use this one rule, so they reconcile. -#}
+{#- Problems that keep a record out of every commune-year. The counts and the audit both use this
+    one list, so they reconcile. -#}
+{% macro deis_unassignable_problems() -%}
+    ('year_unparseable', 'year_out_of_range', 'commune_missing', 'commune_unparseable',
+     'commune_code_unmapped', 'commune_unknown', 'age_unparseable')
+{%- endmacro %}
+
+{#- Whether a staged record can be counted in a commune-year: it needs a year and a known commune
+    (and, for a death, a readable age). -#}
 {% macro deis_is_assignable(record_problem_column, year_column) -%}
     ({{ year_column }} is not null
-        and coalesce({{ record_problem_column }}, '') not in ('year_unparseable', 'commune_missing', 'commune_unknown'))
+        and coalesce({{ record_problem_column }}, '') not in {{ deis_unassignable_problems() }})
+{%- endmacro %}
+
+{#- Malformed values (issue 18): with var deis_malformed_records = stop (default) one of them
+    stops the build naming file and line; with audit they are audited and counted nowhere. -#}
+{% macro deis_malformed_problems() -%}
+    ('year_unparseable', 'year_out_of_range', 'commune_unparseable', 'age_unparseable')
 {%- endmacro %}
 
 
-{#- methods.md: a death with a blank or unknown age unit joins the explicit infant-age-unknown
-    bucket (default); var unknown_age_unit_policy: exclude leaves it out of the infant counts. -#}
+{#- methods.md: a death with a blank or unknown age unit cannot be placed inside or outside the
+    first year, so by default it is in no infant indicator (audited); var unknown_age_unit_policy:
+    infant_age_unknown counts it in imr, in no component. -#}
 {% macro deis_unknown_unit_is_infant() -%}
-    {{ return(var('unknown_age_unit_policy', 'infant_age_unknown') == 'infant_age_unknown') }}
+    {{ return(checked_var('unknown_age_unit_policy') == 'infant_age_unknown') }}
 {%- endmacro %}

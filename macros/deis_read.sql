@@ -1,10 +1,12 @@
 {#-
     Read the DEIS microdata files named by var('deis_<kind>_path') (kind: deaths or births): a
     file, a folder, a glob or a published ZIP. Python (infant_mortality.deis_files, reached via
-    the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) unpacks ZIPs into
-    var('deis_cache_dir'), detects encoding and header and refuses non-DEIS files; DuckDB then
-    reads the files with read_csv, every column as text under its canonical DEIS name, plus
-    source_file and source_line (the line number in the file, counting the header line).
+    the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) lists every entry,
+    unpacks ZIPs safely into var('deis_cache_dir'), detects encoding, header and layout, counts
+    each file's lines and refuses what it cannot read; DuckDB then reads the files with read_csv,
+    every column as text under its canonical DEIS name (NULL for a column the layout lacks), plus
+    source_file, source_line (the line number in the file, counting the header and blank lines),
+    source_layout and source_columns (the canonical columns the file has, ';'-joined).
 -#}
 {% macro deis_read(kind, select_columns) -%}
     {%- if not execute -%}
@@ -12,6 +14,8 @@
         select
             cast(null as varchar) as source_file,
             cast(null as bigint) as source_line,
+            cast(null as varchar) as source_layout,
+            cast(null as varchar) as source_columns,
             {%- for column in select_columns %}
             cast(null as varchar) as {{ column }}{{ "," if not loop.last }}
             {%- endfor %}
@@ -20,8 +24,8 @@
         {#- Files of one layout (header, encoding, columns) are read by one read_csv over the
             list, in parallel; one file at a time was 30% slower on 30 yearly births files. -#}
         {%- set groups = {} -%}
-        {%- for file in deis_inspect(kind) -%}
-            {%- set key = (file.header, file.encoding, file.columns | join(',')) | join('|') -%}
+        {%- for file in deis_inspect(kind).files -%}
+            {%- set key = (file.header, file.encoding, file.layout, file.compression, file.columns | join(',')) | join('|') -%}
             {%- do groups.setdefault(key, []).append(file) -%}
         {%- endfor -%}
         {%- for files in groups.values() %}
@@ -32,9 +36,10 @@
 {%- endmacro %}
 
 
-{#- The files to read, as inspected by Python; stops the build with the reason if they are not DEIS files. -#}
+{#- What Python found at var('deis_<kind>_path'): {files: [...], entries: [...]}; stops the build
+    with the reason when the path cannot be read safely or holds no DEIS file. -#}
 {% macro deis_inspect(kind) -%}
-    {%- set path = var('deis_' ~ kind ~ '_path', '') -%}
+    {%- set path = checked_var('deis_' ~ kind ~ '_path') -%}
     {%- if not path -%}
         {{ exceptions.raise_compiler_error(
             "vital_source is deis_microdata but var 'deis_" ~ kind ~ "_path' is not set: "
@@ -47,42 +52,74 @@
             "Reading DEIS microdata needs the DuckDB function imr_deis_inspect: add "
             ~ "'- module: infant_mortality.deis_files' under plugins: in the dbt profile") }}
     {%- endif -%}
+    {%- set options = tojson({'max_member_bytes': int_var('deis_zip_max_member_bytes'),
+                              'max_ratio': number_var('deis_zip_max_ratio')}) -%}
     {%- set call -%}
         select imr_deis_inspect(
-            {{ deis_quote_literal(path) }}, '{{ kind }}',
-            {{ deis_quote_literal(var('deis_encoding', 'auto')) }},
-            {{ deis_quote_literal(var('deis_cache_dir', 'target/deis_cache')) }})
+            {{ sql_string(path) }}, {{ sql_string(kind) }}, {{ string_var('deis_encoding') }},
+            {{ string_var('deis_cache_dir') }}, {{ sql_string(options) }})
     {%- endset -%}
     {%- set answer = fromjson(run_query(call).columns[0].values()[0]) -%}
     {%- if answer.error -%}
         {{ exceptions.raise_compiler_error(answer.error) }}
     {%- endif -%}
-    {{ return(answer.files) }}
+    {{ return(answer) }}
 {%- endmacro %}
 
 
-{% macro deis_quote_literal(text) -%}
-    '{{ text | string | replace("'", "''") }}'
+{#- count_basis of a warehouse built from the microdata: files written by imr-generate-deis
+    (names starting synthetic_deis_) make the whole build say it is synthetic. -#}
+{% macro deis_count_basis() -%}
+    {%- set generated = [] -%}
+    {%- if execute -%}
+        {%- for kind in ['deaths', 'births'] -%}
+            {%- for file in deis_inspect(kind).files if file.generated -%}
+                {%- do generated.append(file.source_file) -%}
+            {%- endfor -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- if generated -%}
+        {{ return('GENERATED DEIS-layout microdata (synthetic): death and birth records, not official figures') }}
+    {%- endif -%}
+    {{ return('DEIS microdata: death and birth records') }}
 {%- endmacro %}
 
 
 {#- One read_csv over files of one layout. source_line is the record's line in its own file:
     DuckDB keeps each file's rows together and in order (insertion order is preserved), so a
-    row's position in the whole read minus its file's first position gives the line. -#}
+    row's position in the whole read minus its file's first position gives its record number;
+    the header and the blank lines before it (which DuckDB skips; Python found them) are added. -#}
 {% macro deis_read_group(files, select_columns) -%}
-    {%- set header_lines = 1 if files[0].header else 0 -%}
+    {%- set first = files[0] -%}
+    {%- set header_lines = 1 if first.header else 0 -%}
+    {%- set picked = [] -%}
+    {%- for column in select_columns -%}
+        {%- do picked.append(column if column | upper in first.columns else 'cast(null as varchar) as ' ~ column) -%}
+    {%- endfor -%}
+    {%- set named = [] -%}
+    {%- for column in first.columns if not column.startswith('extra_') -%}
+        {%- do named.append(column) -%}
+    {%- endfor -%}
+    {%- set fixed -%}
+        {{ sql_string(first.layout) }} as source_layout,
+        {{ sql_string(named | join(';')) }} as source_columns
+    {%- endset -%}
     {%- if files | length == 1 %}
     {#- One file (the deaths file): number its rows directly; finding each file's first row
         would cost a join over millions of rows for nothing. -#}
     select
-        {{ deis_quote_literal(files[0].source_file) }} as source_file,
-        row_number() over () + {{ header_lines }} as source_line,
+        {{ sql_string(first.source_file) }} as source_file,
+        {{ deis_line_number('record_number', first) }} as source_line,
+        {{ fixed }},
         {{ select_columns | join(', ') }}
-    from {{ deis_read_csv(files, with_filename=false) }}
+    from (
+        select row_number() over () as record_number, {{ picked | join(', ') }}
+        from {{ deis_read_csv(files, with_filename=false) }}
+    )
     {%- else %}
     select * from (
         with numbered as (
-            select filename, row_number() over () as row_in_read, {{ select_columns | join(', ') }}
+            select filename, row_number() over () as row_in_read, {{ picked | join(', ') }}
             from {{ deis_read_csv(files, with_filename=true) }}
         ),
 
@@ -92,14 +129,17 @@
 
         display_names as (
             {%- for file in files %}
-            select {{ deis_quote_literal(file.path) }} as filename, {{ deis_quote_literal(file.source_file) }} as source_file
+            select {{ sql_string(file.path) }} as filename, {{ sql_string(file.source_file) }} as source_file,
+                {{ deis_blank_thresholds(file) }} as blank_thresholds
             {{ "union all" if not loop.last }}
             {%- endfor %}
         )
 
         select
             display_names.source_file,
-            numbered.row_in_read - file_starts.first_row + 1 + {{ header_lines }} as source_line,
+            {{ deis_line_number('numbered.row_in_read - file_starts.first_row + 1', first, 'display_names.blank_thresholds') }}
+                as source_line,
+            {{ fixed }},
             {%- for column in select_columns %}
             numbered.{{ column }}{{ "," if not loop.last }}
             {%- endfor %}
@@ -111,18 +151,47 @@
 {%- endmacro %}
 
 
-{#- read_csv of files sharing one layout: every column as text under its canonical DEIS name. -#}
+{#- For each blank line b_j (j = 1, 2, ...), the first record number that comes after it:
+    b_j - header - (j - 1). A record's line is its number + header + the thresholds it reaches. -#}
+{% macro deis_blank_thresholds(file) -%}
+    {%- set header_lines = 1 if file.header else 0 -%}
+    cast([{%- for blank in file.blank_lines -%}{{ blank - header_lines - loop.index0 }}{{ ", " if not loop.last }}{%- endfor -%}] as bigint[])
+{%- endmacro %}
+
+
+{% macro deis_line_number(record_number, file, thresholds=none) -%}
+    {%- set header_lines = 1 if file.header else 0 -%}
+    {%- if thresholds is not none -%}
+    {{ record_number }} + {{ header_lines }} + len(list_filter({{ thresholds }}, lambda t: t <= {{ record_number }}))
+    {%- elif file.blank_lines -%}
+    {{ record_number }} + {{ header_lines }} + len(list_filter({{ deis_blank_thresholds(file) }}, lambda t: t <= {{ record_number }}))
+    {%- else -%}
+    {{ record_number }} + {{ header_lines }}
+    {%- endif -%}
+{%- endmacro %}
+
+
+{#- read_csv of files sharing one layout: every column as text under its canonical DEIS name.
+    DEIS fields are never quoted, so no quote character is set: a field that starts with a quote
+    stays one field of one line instead of swallowing the following lines. -#}
 {% macro deis_read_csv(files, with_filename) -%}
     {%- set first = files[0] -%}
     read_csv(
-        [{%- for file in files %}{{ deis_quote_literal(file.path) }}{{ ", " if not loop.last }}{% endfor -%}],
+        [{%- for file in files %}{{ sql_string(file.path) }}{{ ", " if not loop.last }}{% endfor -%}],
         delim = ';',
         header = {{ "true" if first.header else "false" }},
         auto_detect = false,
-        columns = { {%- for column in first.columns %}'{{ column }}': 'VARCHAR'{{ ", " if not loop.last }}{% endfor -%} },
-        encoding = '{{ first.encoding }}',
-        quote = '"',
-        escape = '"',
+        columns = { {%- for column in first.columns %}{{ sql_string(column) }}: 'VARCHAR'{{ ", " if not loop.last }}{% endfor -%} },
+        encoding = {{ sql_string(first.encoding) }},
+        compression = {{ sql_string('gzip' if first.compression == 'gzip' else 'none') }},
+        quote = '',
+        escape = '',
         filename = {{ "true" if with_filename else "false" }}
     )
+{%- endmacro %}
+
+
+{#- A Python value as a typed SQL literal (text quoted by sql_string; NULL typed). -#}
+{% macro deis_sql_value(value, type) -%}
+    {%- if value is none -%}cast(null as {{ type }}){%- elif type == 'varchar' -%}{{ sql_string(value) }}{%- else -%}cast({{ value }} as {{ type }}){%- endif -%}
 {%- endmacro %}

@@ -25,10 +25,11 @@ five_year_blocks as (
         and data_years.year + 4 <= years.last_year
 ),
 
-{% set custom = var('custom_period', none) %}
+{# Checked by vars_spec: two whole years, start <= end (or null: no custom period). #}
+{% set custom = setting('custom_period') %}
 custom_period as (
     {% if custom %}
-    select {{ custom['start'] | int }} as period_start, {{ custom['end'] | int }} as period_end, 'custom' as period_kind
+    select {{ custom['start'] }} as period_start, {{ custom['end'] }} as period_end, 'custom' as period_kind
     {% else %}
     select cast(null as integer) as period_start, cast(null as integer) as period_end, 'custom' as period_kind
     where false

@@ -1,9 +1,14 @@
 -- Counts at every area level: each commune, each region (sum over its communes) and, when the
 -- scope has more than one region, the country (sum over everything in scope).
--- A region sums its communes' counts as derived, including one whose own rate is unavailable
--- because its derived count is negative: at region level the mismatches between the two source
--- releases (a death placed in one commune by INE and in another by DEIS) cancel out, so this is
--- the region-level derivation itself. `communes_unavailable` says how many communes had no rate.
+-- An aggregate is only as good as its parts (methods.md, "Input checks, plausibility and pooling"). A region or the country has
+-- a count only when every commune-year inside has counts (else `*_incomplete`, deaths and births
+-- null: never a silently smaller sum) and every one is poolable (else `*_commune_out_of_bounds`).
+-- Poolable includes the bounded case: a commune-year whose derived count lies outside
+-- [0, live births] by at most var('derived_count_tolerance') deaths (Providencia 2018: -2; Río
+-- Verde 2016: 3 deaths, 0 births) has no rate of its own but enters the sums signed, because at
+-- region level the mismatches between the two source releases (a death placed in one commune by
+-- INE and in another by DEIS) cancel out: this is the region-level derivation itself.
+-- `communes_unavailable` says how many communes inside had no rate of their own.
 with communes as (
     select * from {{ ref('int_commune_year_counts') }}
     where region_code is not null
@@ -29,6 +34,19 @@ commune_rows as (
     from communes
 ),
 
+{% set aggregate_columns %}
+        case when count(deaths) = count(*) then sum(deaths) end as deaths,
+        case when count(live_births) = count(*) then sum(live_births) end as live_births,
+        min(count_basis) as count_basis
+{%- endset %}
+{% set aggregate_problem %}
+        case
+            when count(deaths) < count(*) or count(live_births) < count(*) then 'LEVEL_incomplete'
+            when sum(case when is_poolable then 0 else 1 end) > 0 then 'LEVEL_commune_out_of_bounds'
+        end as count_problem,
+        sum(case when count_problem is null then 0 else 1 end) as communes_unavailable
+{%- endset %}
+
 region_rows as (
     select
         'region' as area_level,
@@ -37,12 +55,8 @@ region_rows as (
         communes.region_code,
         year,
         indicator,
-        sum(deaths) as deaths,
-        sum(live_births) as live_births,
-        min(count_basis) as count_basis,
-        -- A commune with no count at all (not merely negative) leaves the region incomplete.
-        case when count(deaths) < count(*) then 'region_incomplete' end as count_problem,
-        sum(case when count_problem is null then 0 else 1 end) as communes_unavailable
+        {{ aggregate_columns }},
+        {{ aggregate_problem | replace('LEVEL', 'region') }}
     from communes
     left join reference on communes.region_code = reference.region_code
     group by communes.region_code, reference.region_name, year, indicator
@@ -56,11 +70,8 @@ country_rows as (
         cast(null as varchar) as region_code,
         year,
         indicator,
-        sum(deaths) as deaths,
-        sum(live_births) as live_births,
-        min(count_basis) as count_basis,
-        case when count(deaths) < count(*) then 'country_incomplete' end as count_problem,
-        sum(case when count_problem is null then 0 else 1 end) as communes_unavailable
+        {{ aggregate_columns }},
+        {{ aggregate_problem | replace('LEVEL', 'country') }}
     from communes
     group by year, indicator
     having (select count(distinct region_code) from communes) > 1

@@ -1,24 +1,71 @@
--- One audit row per commune-year count that cannot give a rate, in either input mode.
+-- One audit row per commune-year count that cannot give a rate, in either input mode, and one
+-- per region or country year whose rate is unavailable because of the communes inside, naming them.
 with problems as (
     select * from {{ ref('int_commune_year_counts') }}
     where count_problem is not null
+),
+
+area_problems as (
+    select * from {{ ref('int_area_year_counts') }}
+    where area_level in ('region', 'country') and count_problem is not null
+),
+
+-- The commune-years that keep an area from having a count.
+blocking as (
+    select region_code, year, indicator,
+        commune_code || ' (' || count_problem || ')' as commune_problem
+    from {{ ref('int_commune_year_counts') }}
+    where region_code is not null and not is_poolable
+),
+
+commune_rows as (
+    select
+        'commune_year_counts' as source,
+        cast(null as varchar) as source_file,
+        cast(null as bigint) as source_line,
+        'commune=' || commune_code || ' year=' || cast(year as varchar) || ' indicator=' || indicator as record_key,
+        commune_code,
+        year,
+        indicator,
+        count_problem as check_name,
+        'deaths=' || coalesce(cast(deaths as varchar), 'missing')
+            || ' live_births=' || coalesce(cast(live_births as varchar), 'missing') as observed_value,
+        cast(1 as bigint) as records_affected,
+        case
+            when count_problem = 'commune_unknown'
+                then 'commune code not in the 346-commune reference: no rate, not in any region'
+            when is_poolable
+                then 'no rate for this commune-year; its counts still enter the region and country sums (bounded case, methods.md, "Input checks, plausibility and pooling")'
+            else 'no rate for this commune-year; the region and country rates of this year are unavailable too'
+        end as consequence,
+        true as affects_results
+    from problems
+),
+
+area_rows as (
+    select
+        'area_year_counts' as source,
+        cast(null as varchar) as source_file,
+        cast(null as bigint) as source_line,
+        area_problems.area_level || '=' || area_problems.area_code || ' year=' || cast(area_problems.year as varchar)
+            || ' indicator=' || area_problems.indicator as record_key,
+        cast(null as varchar) as commune_code,
+        area_problems.year,
+        area_problems.indicator,
+        area_problems.count_problem as check_name,
+        'communes: ' || {{ dbt.listagg('blocking.commune_problem', "', '", 'order by blocking.commune_problem') }} as observed_value,
+        count(*) as records_affected,
+        'no rate for this ' || area_problems.area_level || ' and year: a commune inside has no count or one out of bounds' as consequence,
+        true as affects_results
+    from area_problems
+    inner join blocking
+        on (area_problems.area_level = 'country' or blocking.region_code = area_problems.area_code)
+        and blocking.year = area_problems.year
+        and blocking.indicator = area_problems.indicator
+    group by area_problems.area_level, area_problems.area_code, area_problems.year,
+        area_problems.indicator, area_problems.count_problem
 )
 
-select
-    'commune_year_counts' as source,
-    cast(null as varchar) as source_file,
-    cast(null as bigint) as source_line,
-    'commune=' || commune_code || ' year=' || cast(year as varchar) || ' indicator=' || indicator as record_key,
-    commune_code,
-    year,
-    indicator,
-    count_problem as check_name,
-    'deaths=' || coalesce(cast(deaths as varchar), 'missing')
-        || ' live_births=' || coalesce(cast(live_births as varchar), 'missing') as observed_value,
-    cast(1 as bigint) as records_affected,
-    case count_problem
-        when 'commune_unknown' then 'commune code not in the 346-commune reference: no rate, not in any region'
-        else 'rate unavailable for this commune-year; left out of pooled comparisons and trend fits'
-    end as consequence,
-    true as affects_results
-from problems
+select * from commune_rows
+union all
+select * from area_rows

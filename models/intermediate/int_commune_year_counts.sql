@@ -2,39 +2,14 @@
 -- read counts from. Every commune of every region present gets a row for every year and
 -- indicator present, so a commune-year missing from the input is visible, not silently absent.
 -- `deaths` is kept as derived (possibly negative or missing); `count_problem` says why a count
--- cannot give a rate, and the marts turn that into an unavailable rate.
-{% if vital_source() == 'ine_aggregates' %}
-    {% set count_basis = 'derived: INE deaths all ages - DEIS deaths aged 1+' %}
+-- cannot give a rate, and the marts turn that into an unavailable rate. `is_poolable` says
+-- whether the counts may still enter the region's and the country's sums (methods.md, "Input checks, plausibility and pooling"):
+-- only counts that exist, with a derived count outside [0, live births] by at most
+-- var('derived_count_tolerance') deaths and no implausible rate.
 with counts as (
-    select
-        commune_code,
-        commune_name,
-        year,
-        'imr' as indicator,
-        infant_deaths_derived as deaths,
-        live_births,
-        case
-            when live_births is null then 'live_births_missing'
-            when deaths_all_ages is null then 'deaths_all_ages_missing'
-            when deaths_aged_1_plus is null then 'deaths_aged_1_plus_missing'
-            when infant_deaths_derived < 0 then 'negative_derived_count'
-        end as source_problem
-    from {{ ref('int_ine__commune_year_counts') }}
+    -- From the input mode's folder (dbt_project.yml enables one): models/intermediate/<mode>/.
+    select * from {{ ref('int_input__commune_year_counts') }}
 ),
-{% else %}
-    {% set count_basis = 'DEIS microdata: death and birth records' %}
-with counts as (
-    select
-        commune_code,
-        commune_name,
-        year,
-        indicator,
-        deaths,
-        live_births,
-        cast(null as varchar) as source_problem
-    from {{ ref('int_deis__commune_year_counts') }}
-),
-{% endif %}
 
 communes as (
     select commune_code, commune_name, region_code
@@ -46,11 +21,18 @@ regions_present as (
     from counts inner join communes on counts.commune_code = communes.commune_code
 ),
 
+-- Every year from the first to the last: a year missing for every commune is a gap to report.
+years as (
+    select cast(series.year as integer) as year
+    from (select min(year) as first_year, max(year) as last_year from counts) as bounds
+    cross join generate_series(bounds.first_year, bounds.last_year) as series(year)
+),
+
 expected as (
     select communes.commune_code, communes.commune_name, communes.region_code, years.year, indicators.indicator
     from communes
     inner join regions_present on communes.region_code = regions_present.region_code
-    cross join (select distinct year from counts) as years
+    cross join years
     cross join (select distinct indicator from counts) as indicators
 ),
 
@@ -61,17 +43,10 @@ known_communes as (
         expected.region_code,
         expected.year,
         expected.indicator,
-        {% if vital_source() == 'ine_aggregates' %}
         counts.deaths,
         counts.live_births,
         case when counts.commune_code is null then 'commune_year_missing' else counts.source_problem end
             as source_problem
-        {% else %}
-        -- In the microdata a commune-year with no record at all had no births and no deaths.
-        coalesce(counts.deaths, 0) as deaths,
-        coalesce(counts.live_births, 0) as live_births,
-        counts.source_problem
-        {% endif %}
     from expected
     left join counts
         on expected.commune_code = counts.commune_code
@@ -98,6 +73,23 @@ all_communes as (
     select * from known_communes
     union all
     select * from unknown_communes
+),
+
+checked as (
+    select
+        *,
+        coalesce(source_problem, case
+            when deaths < 0 then 'negative_derived_count'
+            when live_births = 0 then 'no_live_births'
+            when deaths > live_births then 'deaths_exceed_births'
+            when deaths >= {{ int_var('implausible_rate_min_deaths') }}
+                and 1000.0 * deaths / live_births > {{ number_var('implausible_rate_per_1000') }}
+                then 'implausible_rate'
+        end) as count_problem,
+        -- How far the count lies outside [0, live births] (0 inside it; null without counts).
+        case when deaths is not null and live_births is not null
+            then greatest(-deaths, deaths - live_births, 0) end as count_deviation
+    from all_communes
 )
 
 select
@@ -108,9 +100,13 @@ select
     indicator,
     deaths,
     live_births,
-    '{{ count_basis }}' as count_basis,
-    coalesce(source_problem, case when coalesce(live_births, 0) = 0 then 'no_live_births' end) as count_problem
-from all_communes
+    input_mode.count_basis,
+    count_problem,
+    cast(count_deviation as bigint) as count_deviation,
+    coalesce(source_problem is null and count_problem is distinct from 'implausible_rate'
+        and count_deviation <= {{ int_var('derived_count_tolerance') }}, false) as is_poolable
+from checked
+cross join (select distinct count_basis from counts) as input_mode
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

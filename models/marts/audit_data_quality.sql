@@ -1,11 +1,9 @@
 -- Every problem found in the inputs, one row each, so that a SQL user sees what was excluded
 -- and why. Record-level problems of the microdata carry their file and line.
-{% set parts = [ref('int_audit__count_problems')] %}
-{% if vital_source() == 'ine_aggregates' %}
-    {% do parts.append(ref('int_audit__ine_inputs')) %}
-{% else %}
-    {% do parts.append(ref('int_audit__deis_records')) %}
-{% endif %}
+-- int_input__audit comes from the input mode's folder (dbt_project.yml enables one).
+{% set parts = [ref('int_audit__count_problems'), ref('int_input__audit'), ref('int_audit__covariates')] %}
+{# Maps (issue 14): where the commune polygons disagree with the commune reference. #}
+{% do parts.append(ref('int_audit__commune_boundaries')) %}
 
 {% for part in parts %}
 select

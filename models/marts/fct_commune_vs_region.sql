@@ -1,58 +1,43 @@
 -- Each commune against its own region over each analysis period (methods.md section 3).
--- Pooled rates are sum(deaths) / sum(births). A commune-year without a rate is left out of
--- the commune's sums AND of its region's sums for that comparison, so both sides always cover
--- the same years (n_years says how many).
+-- The pooled counts come from int_period_pooled_counts (pool `commune_years`): a commune-year
+-- without a rate is left out of the commune's sums AND of its region's sums for that
+-- comparison, so both sides, and the rest of the region, always cover the same years
+-- (n_years says how many).
 {% set z95 = 1.959963984540054 %}  {# standard normal 0.975 quantile #}
-{% set alpha = var('comparison_alpha', 0.05) %}
+{% set alpha = number_var('comparison_alpha') %}
 
-with periods as (
-    select period_start, period_end, period_label from {{ ref('int_analysis_periods') }}
+with pooled as (
+    select * from {{ ref('int_period_pooled_counts') }}
+    where pool = 'commune_years'
 ),
 
-yearly as (
-    select * from {{ ref('fct_rates_commune_year') }}
-),
-
-commune_years as (
-    select area_code as commune_code, area_name as commune_name, region_code, indicator, year,
-        deaths, live_births, rate_per_1000 is not null as is_available
-    from yearly
+communes as (
+    select
+        pool_key, area_code as commune_code, area_name as commune_name, region_code, indicator,
+        period_start, period_end, period_label, n_years, n_years_in_period, deaths, live_births,
+        rate_per_1000, ci95_lower, ci95_upper
+    from pooled
     where area_level = 'commune'
 ),
 
-region_years as (
-    select area_code as region_code, area_name as region_name, indicator, year,
-        deaths as region_deaths, live_births as region_live_births
-    from yearly
-    where area_level = 'region' and rate_per_1000 is not null
+regions as (
+    select
+        pool_key, area_name as region_name, indicator, period_start, period_end,
+        deaths as region_deaths, live_births as region_live_births,
+        rate_per_1000 as region_rate_per_1000
+    from pooled
+    where area_level = 'region'
 ),
 
-pooled as (
-    select
-        commune_years.commune_code,
-        max(commune_years.commune_name) as commune_name,
-        commune_years.region_code,
-        max(region_years.region_name) as region_name,
-        commune_years.indicator,
-        periods.period_start,
-        periods.period_end,
-        periods.period_label,
-        count(region_years.year) as n_years,
-        periods.period_end - periods.period_start + 1 as n_years_in_period,
-        sum(case when region_years.year is not null then commune_years.deaths end) as deaths,
-        sum(case when region_years.year is not null then commune_years.live_births end) as live_births,
-        sum(region_years.region_deaths) as region_deaths,
-        sum(region_years.region_live_births) as region_live_births
-    from commune_years
-    inner join periods
-        on commune_years.year between periods.period_start and periods.period_end
-    left join region_years
-        on commune_years.is_available
-        and commune_years.region_code = region_years.region_code
-        and commune_years.indicator = region_years.indicator
-        and commune_years.year = region_years.year
-    group by commune_years.commune_code, commune_years.region_code, commune_years.indicator,
-        periods.period_start, periods.period_end, periods.period_label
+paired as (
+    select communes.*, regions.region_name, regions.region_deaths, regions.region_live_births,
+        regions.region_rate_per_1000
+    from communes
+    left join regions
+        on communes.pool_key = regions.pool_key
+        and communes.indicator = regions.indicator
+        and communes.period_start = regions.period_start
+        and communes.period_end = regions.period_end
 ),
 
 rates as (
@@ -60,10 +45,8 @@ rates as (
         *,
         region_deaths - deaths as rest_deaths,
         region_live_births - live_births as rest_live_births,
-        {{ rate_per_1000('deaths', 'live_births') }} as rate_per_1000,
-        {{ rate_per_1000('region_deaths', 'region_live_births') }} as region_rate_per_1000,
         {{ rate_per_1000('region_deaths - deaths', 'region_live_births - live_births') }} as rest_rate_per_1000
-    from pooled
+    from paired
 ),
 
 compared as (
@@ -101,9 +84,9 @@ select
     cast(deaths as bigint) as deaths,
     cast(live_births as bigint) as live_births,
     rate_per_1000,
-    {{ poisson_rate_limit('lower', 'deaths', 'live_births') }} as ci95_lower,
-    {{ poisson_rate_limit('upper', 'deaths', 'live_births') }} as ci95_upper,
-    deaths < {{ var('unreliable_below_deaths') }} as is_unreliable,
+    ci95_lower,
+    ci95_upper,
+    deaths < {{ int_var('unreliable_below_deaths') }} as is_unreliable,
     cast(region_deaths as bigint) as region_deaths,
     cast(region_live_births as bigint) as region_live_births,
     region_rate_per_1000,
@@ -133,6 +116,6 @@ select
     imr_funnel_category(deaths, expected_deaths) as funnel_category,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end
-        order by rate_per_1000 desc nulls last, commune_code
+        order by rate_per_1000 desc nulls last, commune_code asc
     ) as integer) as rank_in_region
 from tested

@@ -24,9 +24,9 @@ select
     case when is_usable then {{ rate_per_1000('deaths', 'live_births') }} end as rate_per_1000,
     case when is_usable then {{ poisson_rate_limit('lower', 'deaths', 'live_births') }} end as ci95_lower,
     case when is_usable then {{ poisson_rate_limit('upper', 'deaths', 'live_births') }} end as ci95_upper,
-    case when is_usable then deaths < {{ var('unreliable_below_deaths') }} end as is_unreliable,
-    {% if var('suppress_small_counts') %}
-    coalesce(is_usable and deaths between {{ var('suppress_min_deaths') }} and {{ var('suppress_max_deaths') }}, false)
+    case when is_usable then deaths < {{ int_var('unreliable_below_deaths') }} end as is_unreliable,
+    {% if bool_var('suppress_small_counts') %}
+    coalesce(is_usable and deaths between {{ int_var('suppress_min_deaths') }} and {{ int_var('suppress_max_deaths') }}, false)
     {% else %}
     false
     {% endif %} as is_suppressed,

@@ -7,7 +7,7 @@ SYNTHETIC DATA. Only commune-year totals are calibrated to real data; every fiel
 generated row (dates, sex, ages, causes, birth weights...) is drawn at random:
 
 - Región Metropolitana (13), 2010-2019: live births equal the INE births by commune and year
-  (data/raw/ine_vital_statistics_rm_2010_2019.csv) and infant deaths equal INE deaths of all
+  (data/raw/ine_vital_statistics_chile_2010_2019.csv, RM rows) and infant deaths equal INE deaths of all
   ages minus DEIS deaths aged 1+ (data/raw/deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv).
   Where that derived count is negative (Providencia 13123 in 2018: -2) the generator writes 0
   infant deaths and logs it (manifest `notes`).
@@ -42,7 +42,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from infant_mortality.deis_files import BIRTHS_COLUMNS, DEATHS_COLUMNS
+from infant_mortality.deis_files import (BIRTHS_COLUMNS, BIRTHS_PER_YEAR_COLUMNS, DEATHS_COLUMNS,
+                                         GENERATED_PREFIX)
 
 log = logging.getLogger("imr-generate-deis")
 
@@ -192,6 +193,10 @@ class Options:
     births_header: str = "standard"       # standard | alternative | none
     births_encoding: str = "latin-1"
     inject_bad_records: bool = False
+    # births: compact (the 11 documented columns) or per_year_base (the 33-column DEIS bases,
+    # with the codes in force in each year: Ñuble 084xx before 2018).
+    births_layout: str = "compact"
+    births_region: bool = True           # per_year_base: write REG_RES (False: drop the column)
     project_dir: Path = field(default_factory=lambda: default_project_dir())
 
 
@@ -240,7 +245,8 @@ def _population_aged_0(project_dir: Path, codes: list[str], years: np.ndarray) -
 def _calibrated_counts(project_dir: Path) -> pd.DataFrame:
     """RM 2010-2019: INE births and the derived infant deaths (INE all ages - DEIS aged 1+)."""
     raw = project_dir / "data" / "raw"
-    ine = pd.read_csv(raw / "ine_vital_statistics_rm_2010_2019.csv", dtype={"codigo_comuna": str})
+    ine = pd.read_csv(raw / "ine_vital_statistics_chile_2010_2019.csv", dtype={"codigo_comuna": str})
+    ine = ine[ine["codigo_comuna"].str.startswith("13")]
     ine = ine.pivot_table(index=["codigo_comuna", "anio"], columns="evento", values="cantidad",
                           aggfunc="sum").reset_index()
     one_plus = deis_deaths_aged_1_plus(project_dir).groupby(["codigo_comuna", "anio"])["deaths"].sum()
@@ -485,7 +491,7 @@ def bad_death_lines(year: int) -> list[tuple[dict, str, str, str]]:
         ({"EDAD_TIPO": "2", "EDAD_CANT": "14"}, "14 months", "age_out_of_range", "not_infant"),
         ({"EDAD_TIPO": "4", "EDAD_CANT": "30"}, "30 hours", "age_out_of_range", early),
         ({"EDAD_TIPO": "3", "EDAD_CANT": "400"}, "400 days", "age_out_of_range", "not_infant"),
-        ({"EDAD_CANT": "NN"}, "age amount not a number", "age_out_of_range", "infant_age_unknown"),
+        ({"EDAD_CANT": "NN"}, "age amount not a number", "age_unparseable", "infant_age_unknown"),
         ({"EDAD_TIPO": "2", "EDAD_CANT": "0"}, "0 months", "infant_age_month_zero", "infant_age_unknown"),
         ({"FECHA_DEF": f"{year}-02-30"}, "impossible date", "unparseable_date", early),
         ({"FECHA_DEF": "sin dato"}, "date not a date", "unparseable_date", early),
@@ -534,6 +540,44 @@ def _birth_template(year: int, code: str, name: str, region: str) -> dict:
     return {"ANO_NAC": str(year), "MES_NAC": "6", "DIA_NAC": "15", "SEXO": "2", "PESO": "3300",
             "TALLA": "50", "SEMANAS": "39", "EDAD_M": "29", "COMUNA": str(int(code)),
             "GLOSA_COMUNA": name, "REGION": str(int(region))}
+
+
+# --------------------------------------------------------------------------------------------
+# The DEIS per-year births bases: 33 columns, codes in force in their year
+# --------------------------------------------------------------------------------------------
+
+# Ñuble (region 16 since 2018-09-06): its communes had the codes of the province of Ñuble of
+# region 8 (084xx) before; the project's crosswalk seed holds the official pairs.
+def historical_codes(project_dir: Path) -> dict[str, str]:
+    crosswalk = pd.read_csv(project_dir / "seeds" / "commune_code_crosswalk.csv", dtype=str)
+    renumbered = crosswalk[crosswalk["mapping"] == "renumbered"]
+    return dict(zip(renumbered["new_code"], renumbered["old_code"]))
+
+
+def _code_in_force(code: int, year: int, old_codes: dict[str, str]) -> int:
+    current = str(code).zfill(5)
+    return int(old_codes[current]) if year < 2018 and current in old_codes else code
+
+
+def per_year_base(births: pd.DataFrame, year: int, with_region: bool) -> tuple[pd.DataFrame, list[str]]:
+    """The compact frame as a DEIS per-year base: 33 columns (other fields blank), codes in force."""
+    old_codes = historical_codes(default_project_dir())
+    codes = births["COMUNA"].map(lambda code: _code_in_force(int(code), year, old_codes))
+    frame = pd.DataFrame({column: pd.Series([""] * len(births), dtype="string")
+                          for column in BIRTHS_PER_YEAR_COLUMNS})
+    for column in ("SEXO", "DIA_NAC", "MES_NAC", "ANO_NAC", "PESO", "SEMANAS", "TALLA", "EDAD_M"):
+        frame[column] = births[column].astype(str).to_numpy()
+    frame["COMUNA"] = codes.astype(str).to_numpy()
+    frame["REG_RES"] = (codes // 1000).astype(str).to_numpy()
+    columns = [c for c in BIRTHS_PER_YEAR_COLUMNS if with_region or c != "REG_RES"]
+    return frame[columns], columns
+
+
+def _per_year_fields(compact: list[str], year: int, with_region: bool) -> list[str]:
+    """A compact bad-record line as a per-year base line (same values, 33-column order)."""
+    values = dict(zip(BIRTHS_COLUMNS, compact))
+    values["REG_RES"] = values.get("REGION", "")
+    return [values.get(c, "") for c in BIRTHS_PER_YEAR_COLUMNS if with_region or c != "REG_RES"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,7 +648,9 @@ def generate(options: Options) -> dict:
     bad = []
 
     deaths = death_records(options, communes, counts, adults)
-    deaths_path = out / f"DEFUNCIONES_FUENTE_DEIS_{first_year}_{last_year}_CIFRAS_OFICIALES.csv"
+    # Never the official file names: the warehouse recognises generated files by this prefix
+    # and says so in count_basis.
+    deaths_path = out / f"{GENERATED_PREFIX}deaths_{first_year}_{last_year}.csv"
     deaths_header = _header_names(DEATHS_COLUMNS, options.deaths_header, DEATHS_ALTERNATIVE_NAMES)
     extra = []
     if options.inject_bad_records:
@@ -620,14 +666,19 @@ def generate(options: Options) -> dict:
 
     births_header = _header_names(BIRTHS_COLUMNS, options.births_header, BIRTHS_ALTERNATIVE_NAMES)
     for year in options.years:
-        path = out / "nacimientos" / f"NACIMIENTOS_{year}.csv"
+        path = out / "nacimientos" / f"{GENERATED_PREFIX}births_{year}.csv"
         births = birth_records(options, communes, counts, year)
         extra = []
         if options.inject_bad_records and year == last_year:
             extra = _bad_lines(_birth_template(year, *template_place[:2], template_place[0][:2]),
                                bad_birth_lines(year), BIRTHS_COLUMNS, f"nacimientos/{path.name}",
                                len(births) + (2 if births_header else 1), bad)
-        write_csv(births, path, births_header, options.births_encoding, extra)
+        if options.births_layout == "per_year_base":
+            births, header = per_year_base(births, year, options.births_region)
+            extra = [_per_year_fields(fields, year, options.births_region) for fields in extra]
+            write_csv(births, path, header, options.births_encoding, extra)
+        else:
+            write_csv(births, path, births_header, options.births_encoding, extra)
 
     infants = int(counts["infant_deaths"].sum())
     manifest = {
@@ -671,8 +722,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="imr-generate-deis",
         description="Write DEIS-layout death and birth microdata (docs/deis-layouts.md): "
-                    "DEFUNCIONES_FUENTE_DEIS_<from>_<to>_CIFRAS_OFICIALES.csv (or .zip) and "
-                    "nacimientos/NACIMIENTOS_<year>.csv. " + SYNTHETIC_NOTICE + " Región "
+                    "synthetic_deis_deaths_<from>_<to>.csv (or .zip) and "
+                    "nacimientos/synthetic_deis_births_<year>.csv (never the official file names). "
+                    + SYNTHETIC_NOTICE + " Región "
                     "Metropolitana 2010-2019 births and infant deaths equal the bundled INE/DEIS "
                     "counts; deaths aged 1+ equal the real DEIS counts for 1990-2019.")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
@@ -687,6 +739,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zip", action="store_true", help="deaths as a published ZIP holding the CSV")
     parser.add_argument("--births-header", choices=["standard", "alternative", "none"], default="standard")
     parser.add_argument("--births-encoding", choices=["latin-1", "utf-8"], default="latin-1")
+    parser.add_argument("--births-layout", choices=["compact", "per_year_base"], default="compact",
+                        help="compact (11 columns) or the 33-column DEIS per-year bases (codes in force "
+                             "in each year: Ñuble 084xx before 2018)")
+    parser.add_argument("--births-without-region", action="store_true",
+                        help="per_year_base without the REG_RES column")
     parser.add_argument("--inject-bad-records", action="store_true",
                         help="append records with known problems (listed in generation_manifest.json)")
     parser.add_argument("--project-dir", type=Path, default=default_project_dir(),
@@ -698,6 +755,7 @@ def main(argv: list[str] | None = None) -> int:
         scale=args.scale, seed=args.seed, deaths_header=args.deaths_header,
         deaths_encoding=args.deaths_encoding, zip_deaths=args.zip, births_header=args.births_header,
         births_encoding=args.births_encoding, inject_bad_records=args.inject_bad_records,
+        births_layout=args.births_layout, births_region=not args.births_without_region,
         project_dir=args.project_dir))
     dbt_vars = {"vital_source": "deis_microdata",
                 "deis_deaths_path": str(args.out / manifest["deaths_file"]),

@@ -1,31 +1,39 @@
-"""Trend mart rows: Prais-Winsten of log10(yearly rate) on year, per area, indicator and period.
+"""Trend rows: a fitted line of log10(yearly rate) on year, per series and analysis period.
 
-``fit_trends`` turns the yearly rates (mart ``fct_rates_commune_year``) and the analysis
-periods (model ``int_analysis_periods``) into one row per (area_level, area_code, indicator,
-period_start, period_end), following ``docs/methods.md`` section 4:
+The shell of trend fitting (``docs/methods.md`` section 4). It owns every rule that does not
+depend on the regression method; the method is a *fitter* chosen by name from
+``infant_mortality.trend_fitters`` (``prais``, the default, and ``corc``: Prais-Winsten /
+Cochrane-Orcutt as Stata ``prais``; ``ols``: plain least squares). The fitter owns its own
+rules: degrees of freedom, when a fit is estimable, its method-specific columns and notes.
 
-* y_t = log10(rate_t) regressed on year with AR(1) errors, iterated Prais-Winsten exactly as
-  Stata ``prais y year`` (``prais_winsten.prais_winsten_trend_batch``: all series at once).
-* APC = (10^b1 - 1) * 100, interval (10^(b1 -+ c se) - 1) * 100 with c = t(1 - a/2, df) and
-  df = residual degrees of freedom of the final transformed regression (= n_years_used - 2;
-  one less when Cochrane-Orcutt is used or the first observation was dropped because |rho| >= 1,
-  as in Stata's own interval). ``ci_critical="normal"`` uses the normal quantile (1.96) instead.
+Two entry points:
+
+* :func:`fit_series_trends` -- generic: rows of (key columns..., year, rate) for any series
+  (an area's yearly rates, a yearly inequality index, ...), optionally crossed with analysis
+  periods; one row per series (and period).
+* :func:`fit_trends` -- the ``fct_trends`` rows from ``fct_rates_commune_year`` and
+  ``int_analysis_periods``: series keyed by (area_level, area_code, indicator).
+
+Rules of the shell:
+
+* y_t = log10(rate_t) regressed on year by the fitter, on the usable years of the window.
+* APC = (10^b1 - 1) * 100, interval (10^(b1 -+ c se) - 1) * 100 with c = t(1 - a/2, df),
+  df = the fitter's residual degrees of freedom; ``ci_critical="normal"`` uses the normal
+  quantile (1.96) instead. The fitted log10 rate at year t is intercept_log10 + slope_log10 * t
+  (Stata's ``_cons``, uncentred).
 * Class: ``increasing`` if p < p_threshold and b1 > 0, ``decreasing`` if p < p_threshold and
-  b1 < 0, otherwise ``stationary``; ``not_estimable`` when fewer than ``min_years`` usable years
-  remain (or no residual degree of freedom is left), with the statistics NULL and the reason in
-  ``note``; also when the final transformed regression keeps fewer than 4 rows, i.e. 2 residual
-  degrees of freedom (|rho| >= 1 drops the first row of each run), or fits exactly (se = 0). ``min_years`` must be at least 4 (5 with ``method="corc"``): with 3 years the
-  iteration always runs to rho = -1.
+  b1 < 0, otherwise ``stationary``; ``not_estimable`` when fewer than ``min_years`` usable
+  years remain or the fitter says the fit is not estimable, with the statistics NULL and the
+  reason in ``note``. ``min_years`` must be at least the fitter's ``min_years_floor``.
 * Years without a rate (NULL rate, or no row at all in the window) and zero-rate years
   (log10(0) is undefined) are never replaced silently: they are left out of the fit, counted
   (``n_zero_years``; ``n_years`` - ``n_years_used`` in general) and listed in ``note``.
   ``zero_rate_policy="add_half_death"`` instead fits zero-count years at 0.5 death / births
-  (also listed in ``note``). A year left out inside the window is a time gap: by default rho
-  computations restart at the gap, as Stata does with ``tsset`` data (see the
-  ``prais_winsten`` module docstring; ``gaps="consecutive"`` for R ``prais`` behaviour).
+  (also listed in ``note``).
 
 The time spent in the statistics is logged (logger ``infant_mortality.trends``, INFO) and
-stored in ``result.attrs["fit_seconds"]`` (with ``attrs["n_series"]``, ``attrs["n_fitted"]``).
+stored in ``result.attrs["fit_seconds"]`` (with ``attrs["n_series"]``, ``attrs["n_fitted"]``,
+``attrs["method_label"]``).
 """
 
 from __future__ import annotations
@@ -37,12 +45,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from infant_mortality.prais_winsten import (
-    GAP_POLICIES,
-    METHODS,
-    RHOTYPES,
-    prais_winsten_trend_batch,
-)
+from infant_mortality.trend_fitters import METHOD_COLUMNS, get_fitter
 
 logger = logging.getLogger(__name__)
 
@@ -50,20 +53,16 @@ ZERO_RATE_POLICIES = ("drop", "add_half_death")
 CI_CRITICAL = ("t", "normal")
 TREND_CLASSES = ("increasing", "decreasing", "stationary", "not_estimable")
 
+AREA_KEYS = ["area_level", "area_code", "indicator"]
 KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end"]
 
-OUTPUT_DTYPES = {
-    "area_level": "string",
-    "area_code": "string",
-    "area_name": "string",
-    "region_code": "string",
-    "indicator": "string",
-    "period_start": "Int64",
-    "period_end": "Int64",
+# Statistics columns of every trend row, after the series keys (and period columns).
+STAT_DTYPES = {
     "n_years": "Int64",
     "n_years_used": "Int64",
     "n_zero_years": "Int64",
     "slope_log10": "Float64",
+    "intercept_log10": "Float64",
     "slope_se": "Float64",
     "t_stat": "Float64",
     "p_value": "Float64",
@@ -77,6 +76,17 @@ OUTPUT_DTYPES = {
     "apc_ci95_upper": "Float64",
     "trend": "string",
     "note": "string",
+}
+
+OUTPUT_DTYPES = {
+    "area_level": "string",
+    "area_code": "string",
+    "area_name": "string",
+    "region_code": "string",
+    "indicator": "string",
+    "period_start": "Int64",
+    "period_end": "Int64",
+    **STAT_DTYPES,
 }
 OUTPUT_COLUMNS = list(OUTPUT_DTYPES)
 
@@ -102,14 +112,7 @@ def _year_list(years) -> str:
     return ", ".join(parts)
 
 
-def _validate(rates, periods, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold,
-              method, rhotype, gaps):
-    missing = [c for c in RATE_COLUMNS if c not in rates.columns]
-    if missing:
-        raise ValueError(f"rates is missing columns {missing}")
-    missing = [c for c in PERIOD_COLUMNS if c not in periods.columns]
-    if missing:
-        raise ValueError(f"periods is missing columns {missing}")
+def _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold):
     if zero_rate_policy not in ZERO_RATE_POLICIES:
         raise ValueError(f"zero_rate_policy must be one of {ZERO_RATE_POLICIES}, got {zero_rate_policy!r}")
     if ci_critical not in CI_CRITICAL:
@@ -118,151 +121,198 @@ def _validate(rates, periods, min_years, zero_rate_policy, ci_level, ci_critical
         raise ValueError(f"ci_level must be between 0 and 1, got {ci_level!r}")
     if not 0 < p_threshold < 1:
         raise ValueError(f"p_threshold must be between 0 and 1, got {p_threshold!r}")
-    if method not in METHODS or rhotype not in RHOTYPES or gaps not in GAP_POLICIES:
-        raise ValueError(f"bad method/rhotype/gaps: {method!r}, {rhotype!r}, {gaps!r}")
-    # With 3 years (2 parameters) the Prais-Winsten iteration always runs to rho = -1 (the OLS
-    # residuals of 3 points are proportional to (1, -2, 1)), and Cochrane-Orcutt on 4 years
-    # keeps 3 rows: neither says anything about a trend.
-    floor = 5 if method == "corc" else 4
+    floor = fitter.min_years_floor
     if int(min_years) != min_years or min_years < floor:
-        raise ValueError(f"min_years must be an integer >= {floor} for method {method!r}, got {min_years!r}")
+        raise ValueError(f"min_years must be an integer >= {floor} for {fitter.label}, got {min_years!r}")
 
 
-def _empty_output() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in OUTPUT_DTYPES.items()})
+def _typed_rows(rows, keys, year, rate, deaths, live_births, reason) -> pd.DataFrame:
+    """The input rows with fixed column names and types, checked: keys, year, deaths,
+    live_births, rate, reason (optional columns all-NULL when absent)."""
+
+    def optional(name, dtype):
+        if name is not None and name in rows.columns:
+            return rows[name].astype(dtype) if dtype == "string" else pd.to_numeric(rows[name]).astype(dtype)
+        return pd.Series(pd.NA, index=rows.index, dtype=dtype)
+
+    r = pd.DataFrame({k: rows[k].astype("string") for k in keys})
+    r["year"] = pd.to_numeric(rows[year]).astype("Int64")
+    r["deaths"] = optional(deaths, "Float64")
+    r["live_births"] = optional(live_births, "Float64")
+    r["rate"] = pd.to_numeric(rows[rate]).astype("Float64")
+    r["reason"] = optional(reason, "string")
+    if r[[*keys, "year"]].isna().any().any():
+        raise ValueError(f"rows has NULL {', '.join(keys)} or {year}")
+    if (r["rate"] < 0).any():
+        raise ValueError(f"rows has a negative {rate}")
+    if r.duplicated([*keys, "year"]).any():
+        raise ValueError(f"rows has more than one row per ({', '.join(keys)}, {year})")
+    return r
 
 
-def fit_trends(
-    rates: pd.DataFrame,
-    periods: pd.DataFrame,
+def _series_grid(r, rows, keys, periods, attributes) -> pd.DataFrame:
+    """One row per series and period window (``sid`` numbers them), with the attributes."""
+    series = r[keys].drop_duplicates().sort_values(keys, ignore_index=True)
+    if periods is not None:
+        p = (pd.DataFrame({
+            "period_start": pd.to_numeric(periods["period_start"]).astype("Int64"),
+            "period_end": pd.to_numeric(periods["period_end"]).astype("Int64"),
+        }).dropna().drop_duplicates().sort_values(PERIOD_COLUMNS, ignore_index=True))
+        if (p["period_end"] < p["period_start"]).any():
+            raise ValueError("periods has period_end < period_start")
+        grid = series.merge(p, how="cross")
+    else:
+        span = r.groupby(keys, as_index=False).agg(period_start=("year", "min"), period_end=("year", "max"))
+        grid = series.merge(span, on=keys)
+    if attributes:
+        attrs = (rows[attributes].astype("string").assign(**{k: r[k] for k in keys})
+                 .sort_values(keys).groupby(keys, as_index=False, sort=False).first())
+        grid = grid.merge(attrs, on=keys, how="left")
+    grid = grid.reset_index(drop=True)
+    grid["sid"] = np.arange(len(grid))
+    return grid
+
+
+def _window_years(r, grid, keys, zero_rate_policy) -> pd.DataFrame:
+    """Each rate row in each window that contains it, flagged: ``unavailable`` (NULL rate),
+    ``zero`` (rate 0), ``half`` (zero deaths fitted at 0.5 death), ``used`` (fitted, with
+    ``y`` = log10 of the rate fitted)."""
+    w = r.merge(grid[[*keys, *PERIOD_COLUMNS, "sid"]], on=keys)
+    w = w[(w["year"] >= w["period_start"]) & (w["year"] <= w["period_end"])].reset_index(drop=True)
+    rate = w["rate"].to_numpy(dtype=float, na_value=np.nan)
+    deaths = w["deaths"].to_numpy(dtype=float, na_value=np.nan)
+    births = w["live_births"].to_numpy(dtype=float, na_value=np.nan)
+    unavailable = np.isnan(rate)
+    zero = ~unavailable & (rate == 0)
+    y_rate = np.where(unavailable | zero, np.nan, rate)
+    half = np.zeros(len(w), dtype=bool)
+    if zero_rate_policy == "add_half_death":
+        half = zero & (births > 0) & ~(deaths > 0)
+        y_rate = np.where(half, 0.5 / np.where(half, births, 1.0) * 1000.0, y_rate)
+    used = np.isfinite(y_rate) & (y_rate > 0)
+    return w.assign(unavailable=unavailable, zero=zero, half=half, used=used,
+                    y=np.log10(np.where(used, y_rate, 1.0)))
+
+
+def _data_notes(grid, w, zero_rate_policy) -> list[list[str]]:
+    """Per window: the sentences about its data (years absent, unavailable, zero, fitted at
+    0.5 death), in that order."""
+    sid, yrs = w["sid"].to_numpy(), w["year"].to_numpy(dtype=int)
+
+    def years_by_window(flag):
+        groups = {}
+        for s, y in zip(sid[flag].tolist(), yrs[flag].tolist()):
+            groups.setdefault(s, []).append(y)
+        return groups
+
+    unavailable = w["unavailable"].to_numpy()
+    absent_rows = years_by_window(np.ones(len(w), dtype=bool))
+    null_years = years_by_window(unavailable)
+    zero_years = years_by_window(w["zero"].to_numpy() & ~w["half"].to_numpy())
+    half_years = years_by_window(w["half"].to_numpy())
+    reasons = {}
+    for s, text in zip(sid[unavailable].tolist(), w["reason"][unavailable].tolist()):
+        if not pd.isna(text):
+            reasons.setdefault(s, set()).add(str(text))
+    zero_note = ("log10 undefined, left out of the fit" if zero_rate_policy == "drop"
+                 else "no births to add 0.5 death to, left out of the fit")
+    notes = []
+    for s, start, end in zip(grid["sid"].tolist(), grid["period_start"].tolist(), grid["period_end"].tolist()):
+        note = []
+        absent = set(range(start, end + 1)) - set(absent_rows.get(s, []))
+        if absent:
+            note.append(f"no data for {_year_list(absent)}")
+        if s in null_years:
+            text = f"rate unavailable (NULL) for {_year_list(null_years[s])}"
+            if s in reasons:
+                text += f" ({', '.join(sorted(reasons[s]))})"
+            note.append(text)
+        if s in zero_years:
+            note.append(f"zero rate in {_year_list(zero_years[s])} ({zero_note})")
+        if s in half_years:
+            note.append(f"zero deaths in {_year_list(half_years[s])}: fitted at 0.5 death "
+                        "(zero_rate_policy add_half_death)")
+        notes.append(note)
+    return notes
+
+
+def fit_series_trends(
+    rows: pd.DataFrame,
+    keys: list[str],
     *,
+    periods: pd.DataFrame | None = None,
+    year: str = "year",
+    rate: str = "rate_per_1000",
+    deaths: str | None = "deaths",
+    live_births: str | None = "live_births",
+    reason: str | None = "unavailable_reason",
+    attributes: list[str] | tuple[str, ...] = (),
     min_years: int = 5,
     zero_rate_policy: str = "drop",
     ci_level: float = 0.95,
     ci_critical: str = "t",
     p_threshold: float = 0.05,
     method: str = "prais",
-    rhotype: str = "regress",
-    twostep: bool = False,
-    tol: float = 1e-6,
-    max_iter: int = 100,
-    gaps: str = "restart",
+    **fitter_options,
 ) -> pd.DataFrame:
-    """One trend row per (area_level, area_code, indicator, period_start, period_end).
+    """One trend row per series (the distinct values of ``keys``) and period.
 
-    ``rates``: area_level, area_code, area_name, region_code, year, indicator, deaths,
-    live_births, rate_per_1000 (NULL when unavailable; optional ``unavailable_reason``).
-    ``periods``: period_start, period_end (other columns ignored; duplicates dropped).
-    Every series present in ``rates`` gets a row for every period. See the module docstring
-    for the statistics; the Prais-Winsten options are those of ``prais_winsten``.
+    ``rows``: one row per series and year with the columns ``keys``, ``year`` and ``rate``
+    (a rate > 0 is fitted on the log10 scale; NULL = unavailable, 0 = zero rate). Optional
+    columns: ``deaths`` and ``live_births`` (needed by ``zero_rate_policy="add_half_death"``),
+    ``reason`` (why a rate is NULL, quoted in ``note``), ``attributes`` (descriptive columns
+    carried to the output, first non-null value per series). Names set to None or absent
+    from ``rows`` are not used.
+    ``periods``: frame with period_start, period_end (other columns ignored); every series
+    gets a row for every period. Without it each series has one window, from its first to
+    its last year in ``rows``.
+    ``method``: a name of ``infant_mortality.trend_fitters.FITTERS``; ``fitter_options``
+    (e.g. ``rhotype``, ``gaps``, ``twostep``, ``tol``, ``max_iter`` for Prais-Winsten) go to
+    the fitter, which uses those its class declares.
+
+    Returns the ``keys``, ``attributes``, period_start, period_end and the columns of
+    :data:`STAT_DTYPES`.
     """
-    _validate(rates, periods, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold,
-              method, rhotype, gaps)
+    fitter = get_fitter(method, **fitter_options)
+    _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold)
+    keys, attributes = list(keys), list(attributes)
+    missing = [c for c in [*keys, year, rate, *attributes] if c not in rows.columns]
+    if missing:
+        raise ValueError(f"rows is missing columns {missing}")
+    if periods is not None:
+        missing = [c for c in PERIOD_COLUMNS if c not in periods.columns]
+        if missing:
+            raise ValueError(f"periods is missing columns {missing}")
     t_start = time.perf_counter()
-    rates = rates.reset_index(drop=True)
-    periods = periods.reset_index(drop=True)
-
-    r = pd.DataFrame({
-        "area_level": rates["area_level"].astype("string"),
-        "area_code": rates["area_code"].astype("string"),
-        "indicator": rates["indicator"].astype("string"),
-        "year": pd.to_numeric(rates["year"]).astype("Int64"),
-        "deaths": pd.to_numeric(rates["deaths"]).astype("Float64"),
-        "live_births": pd.to_numeric(rates["live_births"]).astype("Float64"),
-        "rate": pd.to_numeric(rates["rate_per_1000"]).astype("Float64"),
-    })
-    if r[["area_level", "area_code", "indicator", "year"]].isna().any().any():
-        raise ValueError("rates has NULL area_level, area_code, indicator or year")
-    if (r["rate"] < 0).any():
-        raise ValueError("rates has negative rate_per_1000")
-    if r.duplicated(["area_level", "area_code", "indicator", "year"]).any():
-        raise ValueError("rates has more than one row per (area_level, area_code, indicator, year)")
-
-    p = (pd.DataFrame({
-        "period_start": pd.to_numeric(periods["period_start"]).astype("Int64"),
-        "period_end": pd.to_numeric(periods["period_end"]).astype("Int64"),
-    }).dropna().drop_duplicates().sort_values(PERIOD_COLUMNS, ignore_index=True))
-    if (p["period_end"] < p["period_start"]).any():
-        raise ValueError("periods has period_end < period_start")
-
-    areas = (pd.DataFrame({
-        "area_level": r["area_level"], "area_code": r["area_code"],
-        "area_name": rates["area_name"].astype("string"),
-        "region_code": rates["region_code"].astype("string"),
-    }).sort_values(["area_level", "area_code"])
-      .groupby(["area_level", "area_code"], as_index=False, sort=False)
-      .agg(area_name=("area_name", "first"), region_code=("region_code", "first")))
-
-    series = (r[["area_level", "area_code", "indicator"]].drop_duplicates()
-              .sort_values(["area_level", "area_code", "indicator"], ignore_index=True))
-    grid = series.merge(p, how="cross")
+    rows = rows.reset_index(drop=True)
+    r = _typed_rows(rows, keys, year, rate, deaths, live_births, reason)
+    grid = _series_grid(r, rows, keys, periods, attributes)
+    out_columns = [*keys, *attributes, *PERIOD_COLUMNS, *STAT_DTYPES]
     if grid.empty:
-        out = _empty_output()
-        out.attrs.update(fit_seconds=0.0, n_series=0, n_fitted=0)
+        out = pd.DataFrame({c: pd.Series([], dtype=STAT_DTYPES.get(c, "string")) for c in out_columns})
+        out[PERIOD_COLUMNS] = out[PERIOD_COLUMNS].astype("Int64")
+        out.attrs.update(fit_seconds=0.0, n_series=0, n_fitted=0, method_label=fitter.label)
         return out
-    grid["sid"] = np.arange(len(grid))
-
-    # Each rate row in each period window that contains it.
-    rows = r.merge(grid, on=["area_level", "area_code", "indicator"])
-    rows = rows[(rows["year"] >= rows["period_start"]) & (rows["year"] <= rows["period_end"])]
-    rate = rows["rate"].to_numpy(dtype=float, na_value=np.nan)
-    deaths = rows["deaths"].to_numpy(dtype=float, na_value=np.nan)
-    births = rows["live_births"].to_numpy(dtype=float, na_value=np.nan)
-    unavailable = np.isnan(rate)
-    zero = ~unavailable & (rate == 0)
-    y_rate = np.where(unavailable | zero, np.nan, rate)
-    half = np.zeros(len(rows), dtype=bool)
-    if zero_rate_policy == "add_half_death":
-        half = zero & (births > 0) & ~(deaths > 0)
-        y_rate = np.where(half, 0.5 / np.where(half, births, 1.0) * 1000.0, y_rate)
-    used = np.isfinite(y_rate) & (y_rate > 0)
-    rows = rows.assign(_used=used, _zero=zero, _half=half, _unavailable=unavailable,
-                       _y=np.log10(np.where(used, y_rate, 1.0)))
-
-    sid_all = rows["sid"].to_numpy()
+    w = _window_years(r, grid, keys, zero_rate_policy)
+    sid_all, used = w["sid"].to_numpy(), w["used"].to_numpy()
     n_sid = len(grid)
     n_used = np.bincount(sid_all[used], minlength=n_sid)
-    n_zero = np.bincount(sid_all[zero], minlength=n_sid)
+    n_zero = np.bincount(sid_all[w["zero"].to_numpy()], minlength=n_sid)
 
-    # Statistics for the series with enough usable years.
+    # The fitter sees the windows with enough usable years.
     fit_mask = used & (n_used[sid_all] >= min_years)
-    fit = prais_winsten_trend_batch(
-        rows["_y"].to_numpy()[fit_mask],
-        rows["year"].to_numpy(dtype=float)[fit_mask],
-        sid_all[fit_mask],
-        method=method, rhotype=rhotype, twostep=twostep, tol=tol, max_iter=max_iter, gaps=gaps,
-    )
-    fit_seconds = fit.elapsed_seconds
-    idx = fit.series.astype(int)
+    fit = fitter.fit(w["y"].to_numpy()[fit_mask], w["year"].to_numpy(dtype=float)[fit_mask],
+                     sid_all[fit_mask])
+    idx = np.asarray(fit.series).astype(int)
 
-    def full(values, dtype=float, fill=np.nan):
-        a = np.full(n_sid, fill, dtype=dtype)
-        a[idx] = values
+    def full(values, fill=np.nan):
+        a = np.full(n_sid, fill, dtype=float)
+        a[idx] = np.asarray(values, dtype=float)
         return a
 
-    slope = full(fit.slope)
-    se = full(fit.slope_se)
-    t_stat = full(fit.t_stat)
-    p_value = full(fit.p_value)
-    rho = full(fit.rho)
-    df = full(fit.df_resid.astype(float))
-    iterations = full(fit.iterations.astype(float))
-    converged = full(fit.converged.astype(float))
-    oob = full(fit.rho_out_of_bounds.astype(float), fill=0.0) > 0
-    # Breaks in the run of fitted years (whatever the gap policy of the fit).
-    fy = pd.DataFrame({"sid": sid_all[fit_mask], "year": rows["year"].to_numpy(dtype=int)[fit_mask]})
-    fy = fy.sort_values(["sid", "year"])
-    brk = (fy["sid"].diff() == 0) & (fy["year"].diff() != 1)
-    n_gaps = np.bincount(fy["sid"].to_numpy()[brk.to_numpy()], minlength=n_sid)
-    estimable = np.isfinite(se) & np.isfinite(p_value) & (se >= 0)
-    # A fit that is technically possible can still say nothing: when |rho| >= 1 drops the first
-    # observation of every run, a short gappy series can end with 3 rows for 2 parameters and a
-    # near-exact fit (se ~ 0, p ~ 0). Require 2 residual degrees of freedom in the final
-    # regression, and call anything less not estimable rather than a "significant" trend.
-    final_rows = df + 2
-    too_few_final_rows = estimable & (df < 2)
-    perfect_fit = estimable & (se == 0)
-    estimable = estimable & ~too_few_final_rows & ~perfect_fit
+    slope, intercept, se = full(fit.slope), full(fit.intercept), full(fit.slope_se)
+    t_stat, p_value, df = full(fit.t_stat), full(fit.p_value), full(fit.df_resid)
+    estimable = full(fit.estimable, fill=0.0) > 0
 
     alpha = 1.0 - ci_level
     with np.errstate(invalid="ignore", over="ignore"):
@@ -278,114 +328,70 @@ def fit_trends(
                      np.where(significant & (slope < 0), "decreasing", "stationary"))
     trend = np.where(estimable, trend, "not_estimable")
 
-    # Notes: one sentence per issue, joined with '; '.
-    notes = [[] for _ in range(n_sid)]
-    yrs = rows["year"].to_numpy(dtype=int)
-    present = {}
-    for flag, label in ((unavailable, "unavailable"), (zero & ~half, "zero"), (half, "half")):
-        s_, y_ = sid_all[flag], yrs[flag]
-        groups = {}
-        for s, y in zip(s_.tolist(), y_.tolist()):
-            groups.setdefault(s, []).append(y)
-        present[label] = groups
-    reasons = {}
-    if "unavailable_reason" in rates.columns:
-        reason_col = rates["unavailable_reason"].astype("string")
-        reason_frame = r[["area_level", "area_code", "indicator", "year"]].assign(
-            reason=reason_col.to_numpy())
-        rr = rows[["sid", "area_level", "area_code", "indicator", "year"]].merge(
-            reason_frame, on=["area_level", "area_code", "indicator", "year"], how="left")
-        rr = rr[unavailable & rr["reason"].notna().to_numpy()]
-        for s, reason in zip(rr["sid"].tolist(), rr["reason"].tolist()):
-            reasons.setdefault(s, set()).add(str(reason))
-    covered = np.bincount(sid_all, minlength=n_sid)
-    g_start = grid["period_start"].to_numpy(dtype=int)
-    g_end = grid["period_end"].to_numpy(dtype=int)
-    years_by_sid = {}
-    short = (covered < g_end - g_start + 1)[sid_all]
-    for s, y in zip(sid_all[short].tolist(), yrs[short].tolist()):
-        years_by_sid.setdefault(s, set()).add(y)
-    zero_note = ("log10 undefined, left out of the fit" if zero_rate_policy == "drop"
-                 else "no births to add 0.5 death to, left out of the fit")
-    for s in range(n_sid):
-        note = notes[s]
-        span = g_end[s] - g_start[s] + 1
-        if covered[s] < span:
-            absent = set(range(g_start[s], g_end[s] + 1)) - years_by_sid.get(s, set())
-            note.append(f"no data for {_year_list(absent)}")
-        if s in present["unavailable"]:
-            text = f"rate unavailable (NULL) for {_year_list(present['unavailable'][s])}"
-            if s in reasons:
-                text += f" ({', '.join(sorted(reasons[s]))})"
-            note.append(text)
-        if s in present["zero"]:
-            note.append(f"zero rate in {_year_list(present['zero'][s])} ({zero_note})")
-        if s in present["half"]:
-            note.append(f"zero deaths in {_year_list(present['half'][s])}: fitted at 0.5 death "
-                        "(zero_rate_policy add_half_death)")
+    # Notes: the data first, then why it is not estimable / what the fitter says; joined with '; '.
+    notes = _data_notes(grid, w, zero_rate_policy)
+    fitter_notes = dict(zip(idx.tolist(), fit.notes))
+    for s, note in enumerate(notes):
         if n_used[s] < min_years:
             note.append(f"not estimable: {n_used[s]} usable years, fewer than min_years = {min_years}")
-        elif too_few_final_rows[s]:
-            note.append(f"not estimable: the final transformed regression kept {int(final_rows[s])} "
-                        f"observations for 2 parameters (|rho| = {abs(rho[s]):.3g} >= 1 dropped the "
-                        "first of each run of years)")
-        elif perfect_fit[s]:
-            note.append("not estimable: the transformed regression fits exactly (residual variance 0)")
-        elif not estimable[s]:
-            note.append("not estimable: no residual degrees of freedom left in the transformed "
-                        "regression" if df[s] <= 0
-                        else "not estimable: singular transformed regression (rho = 1)")
-        if n_used[s] >= min_years:
-            if n_gaps[s] > 0:
-                note.append("years used are not consecutive: " + (
-                    "rho computations restarted at each gap (Stata tsset convention)"
-                    if gaps == "restart" else "treated as consecutive observations"))
-            if oob[s] and estimable[s]:
-                note.append(f"|rho| >= 1 ({rho[s]:.6g}): first observation dropped in the final "
-                            "fit (Cochrane-Orcutt)")
-            if converged[s] == 0 and estimable[s]:
-                note.append(f"rho did not converge in {max_iter} iterations "
-                            "(statistics of the last iteration)")
+        else:
+            note.extend(fitter_notes.get(s, []))
 
-    keep_stats = estimable
-    grid = grid.merge(areas, on=["area_level", "area_code"], how="left")
-
-    def col(values, dtype):
-        v = np.where(keep_stats, np.asarray(values, dtype=float), np.nan)
+    def stat(values, dtype):
+        v = np.where(estimable, np.asarray(values, dtype=float), np.nan)
         if dtype == "boolean":
             return pd.array([None if np.isnan(x) else bool(x) for x in v], dtype="boolean")
         return pd.array(v, dtype=dtype)
 
-    out = pd.DataFrame({
-        "area_level": grid["area_level"].astype("string"),
-        "area_code": grid["area_code"].astype("string"),
-        "area_name": grid["area_name"].astype("string"),
-        "region_code": grid["region_code"].astype("string"),
-        "indicator": grid["indicator"].astype("string"),
-        "period_start": grid["period_start"].astype("Int64"),
-        "period_end": grid["period_end"].astype("Int64"),
-        "n_years": pd.Series(g_end - g_start + 1, dtype="Int64"),
+    method_values = {name: full(fit.columns[name]) if name in fit.columns else np.full(n_sid, np.nan)
+                     for name in METHOD_COLUMNS}
+    out = grid[[*keys, *attributes]].astype("string")
+    out["period_start"] = grid["period_start"].astype("Int64")
+    out["period_end"] = grid["period_end"].astype("Int64")
+    stats_frame = pd.DataFrame({
+        "n_years": pd.Series((grid["period_end"] - grid["period_start"] + 1).to_numpy(dtype=int), dtype="Int64"),
         "n_years_used": pd.Series(n_used, dtype="Int64"),
         "n_zero_years": pd.Series(n_zero, dtype="Int64"),
-        "slope_log10": col(slope, "Float64"),
-        "slope_se": col(se, "Float64"),
-        "t_stat": col(t_stat, "Float64"),
-        "p_value": col(p_value, "Float64"),
-        "rho": col(rho, "Float64"),
-        "iterations": col(iterations, "Int64"),
-        "converged": col(converged, "boolean"),
-        "dw_original": col(full(fit.dw_original), "Float64"),
-        "dw_transformed": col(full(fit.dw_transformed), "Float64"),
-        "apc": col(apc, "Float64"),
-        "apc_ci95_lower": col(lower, "Float64"),
-        "apc_ci95_upper": col(upper, "Float64"),
+        "slope_log10": stat(slope, "Float64"),
+        "intercept_log10": stat(intercept, "Float64"),
+        "slope_se": stat(se, "Float64"),
+        "t_stat": stat(t_stat, "Float64"),
+        "p_value": stat(p_value, "Float64"),
+        **{name: stat(values, STAT_DTYPES[name]) for name, values in method_values.items()},
+        "apc": stat(apc, "Float64"),
+        "apc_ci95_lower": stat(lower, "Float64"),
+        "apc_ci95_upper": stat(upper, "Float64"),
         "trend": pd.Series(trend, dtype="string"),
         "note": pd.Series(["; ".join(n) if n else None for n in notes], dtype="string"),
     })
-    out = out[OUTPUT_COLUMNS].astype(OUTPUT_DTYPES)
+    out = pd.concat([out, stats_frame], axis=1)[out_columns].astype(STAT_DTYPES)
     total_seconds = time.perf_counter() - t_start
-    out.attrs.update(fit_seconds=fit_seconds, total_seconds=total_seconds,
-                     n_series=int(n_sid), n_fitted=int(len(fit)))
-    logger.info("fit_trends: %d series (%d fitted by Prais-Winsten) in %.3f s of statistics "
-                "(%.3f s in total)", n_sid, len(fit), fit_seconds, total_seconds)
+    out.attrs.update(fit_seconds=fit.elapsed_seconds, total_seconds=total_seconds,
+                     n_series=int(n_sid), n_fitted=int(len(fit)), method_label=fitter.label)
+    logger.info("fit_series_trends: %d series (%d fitted by %s) in %.3f s of statistics "
+                "(%.3f s in total)", n_sid, len(fit), fitter.label, fit.elapsed_seconds, total_seconds)
+    return out
+
+
+def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, **settings) -> pd.DataFrame:
+    """The ``fct_trends`` rows: one per (area_level, area_code, indicator, period_start, period_end).
+
+    ``rates``: area_level, area_code, area_name, region_code, year, indicator, deaths,
+    live_births, rate_per_1000 (NULL when unavailable; optional ``unavailable_reason``).
+    ``periods``: period_start, period_end (other columns ignored; duplicates dropped).
+    Every series present in ``rates`` gets a row for every period. ``settings`` as
+    :func:`fit_series_trends` (``min_years``, ``zero_rate_policy``, ``ci_level``,
+    ``ci_critical``, ``p_threshold``, ``method`` and the fitter's options; for Prais-Winsten
+    ``rhotype``, ``twostep``, ``tol``, ``max_iter``, ``gaps`` as
+    :func:`infant_mortality.prais_winsten.prais_winsten`).
+    """
+    missing = [c for c in RATE_COLUMNS if c not in rates.columns]
+    if missing:
+        raise ValueError(f"rates is missing columns {missing}")
+    out = fit_series_trends(rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
+                            **settings)
+    attrs = dict(out.attrs)
+    out = out.sort_values(["area_level", "area_code", "indicator", *PERIOD_COLUMNS], ignore_index=True)
+    out = out[OUTPUT_COLUMNS].astype(OUTPUT_DTYPES)
+    out.attrs.update(attrs)
     return out

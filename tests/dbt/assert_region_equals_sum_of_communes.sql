@@ -1,4 +1,5 @@
--- Region and country rows must equal the sum of their communes' counts (never an average).
+-- Region and country rows must equal the sum of their communes' counts (never an average);
+-- when a commune inside has no count, the area's counts are null and it says why.
 with communes as (
     select * from {{ ref('int_commune_year_counts') }} where region_code is not null
 ),
@@ -20,6 +21,7 @@ select published.area_level, published.area_code, published.year, published.indi
     published.deaths, expected.deaths as expected_deaths,
     published.live_births, expected.live_births as expected_live_births
 from published
-join expected using (area_level, area_code, year, indicator)
-where published.live_births is distinct from expected.live_births
+inner join expected using (area_level, area_code, year, indicator)
+where (published.live_births is not null and published.live_births is distinct from expected.live_births)
     or (published.deaths is not null and published.deaths is distinct from expected.deaths)
+    or (published.live_births is null and published.unavailable_reason is null)

@@ -4,8 +4,8 @@ from {{ ref('fct_trends') }}
 where trend <> 'not_estimable'
     and trend is distinct from (
         case
-            when p_value < {{ var('trend_p_threshold', 0.05) }} and slope_log10 > 0 then 'increasing'
-            when p_value < {{ var('trend_p_threshold', 0.05) }} and slope_log10 < 0 then 'decreasing'
+            when p_value < {{ number_var('trend_p_threshold') }} and slope_log10 > 0 then 'increasing'
+            when p_value < {{ number_var('trend_p_threshold') }} and slope_log10 < 0 then 'decreasing'
             else 'stationary'
         end
     )

@@ -46,3 +46,30 @@ def bundled_warehouse(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("bundled") / "infant_mortality.duckdb"
     run_dbt(["build"], path)
     return path
+
+
+@pytest.fixture(scope="session")
+def ols_trends_warehouse(tmp_path_factory) -> Path:
+    """The trend mart and meta_build (and what they need) with vars passed on the command line:
+    the OLS fitter, and a non-default declared var."""
+    path = tmp_path_factory.mktemp("ols_trends") / "infant_mortality.duckdb"
+    run_dbt(["build", "--select", "+fct_trends", "+meta_build"], path,
+            {"trend_method": "ols", "unreliable_below_deaths": 25})
+    return path
+
+
+@pytest.fixture(scope="session")
+def published_warehouse(tmp_path_factory):
+    """`python -m infant_mortality.publish` into a temporary folder, as `make warehouse` does
+    (built once per session; readers' tests use it, none writes into it)."""
+    from types import SimpleNamespace
+
+    work = tmp_path_factory.mktemp("published")
+    path = work / "warehouse" / "infant_mortality.duckdb"
+    env = {**os.environ, "IMR_DUCKDB_PATH": str(path), "DBT_TARGET_PATH": str(work / "dbt_target"),
+           "DBT_LOG_PATH": str(work / "dbt_logs")}
+    result = subprocess.run([sys.executable, "-m", "infant_mortality.publish", "--quiet"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return SimpleNamespace(path=path, parquet=path.parent / "parquet", target=work / "dbt_target",
+                           output=result.stdout)

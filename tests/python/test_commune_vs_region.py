@@ -7,7 +7,7 @@ from scipy import stats
 
 from conftest import query
 
-INE = "read_csv('data/raw/ine_vital_statistics_rm_2010_2019.csv')"
+INE = "read_csv('data/raw/ine_vital_statistics_chile_2010_2019.csv')"
 DEIS = "read_csv('data/raw/deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv')"
 
 
@@ -17,7 +17,7 @@ def derived_counts_by_hand(warehouse, first_year, last_year):
         warehouse,
         f"""
         with ine as (
-            select codigo_comuna as commune, anio as year,
+            select cast(codigo_comuna as integer) as commune, anio as year,
                 sum(case when evento = 'nacimiento' then cantidad end) as births,
                 sum(case when evento = 'defuncion' then cantidad end) as all_deaths
             from {INE} group by 1, 2),
@@ -26,7 +26,7 @@ def derived_counts_by_hand(warehouse, first_year, last_year):
             from {DEIS} where "Age group" = '1+' group by 1, 2)
         select ine.commune, ine.year, all_deaths - aged_1_plus, births
         from ine join deis using (commune, year)
-        where ine.year between {first_year} and {last_year}
+        where ine.year between {first_year} and {last_year} and ine.commune between 13101 and 13999
         """,
     )
     return rows
@@ -68,7 +68,7 @@ def test_region_and_rest_of_region_ratios_satisfy_the_identity(bundled_warehouse
     rows = query(
         bundled_warehouse,
         "select rate_ratio, rest_rate_ratio, live_births::double / region_live_births "
-        "from marts.fct_commune_vs_region where deaths > 0",
+        "from marts.fct_commune_vs_region where deaths > 0 and rest_deaths > 0",  # else no rest ratio
     )
     assert len(rows) >= 150
     for rr_region, rr_rest, f in rows:
@@ -100,7 +100,7 @@ def test_unavailable_commune_year_is_left_out_on_both_sides(bundled_warehouse):
     (births_without_2018,), = query(
         bundled_warehouse,
         "select sum(live_births) from marts.fct_rates_commune_year where area_level = 'region' "
-        "and year between 2015 and 2019 and year <> 2018",
+        "and area_code = '13' and year between 2015 and 2019 and year <> 2018",
     )
     assert (n_years, n_in_period) == (4, 5)
     assert region_births == births_without_2018
@@ -112,7 +112,7 @@ def test_periods_are_the_full_window_and_five_year_blocks(bundled_warehouse):
         "select period_label, count(*) from marts.fct_commune_vs_region where indicator = 'imr' "
         "group by 1 order by 1",
     )
-    assert rows == [("2010-2014", 52), ("2010-2019", 52), ("2015-2019", 52)]
+    assert rows == [("2010-2014", 346), ("2010-2019", 346), ("2015-2019", 346)]
 
 
 def test_custom_period_var_adds_a_period(tmp_path):
@@ -124,4 +124,39 @@ def test_custom_period_var_adds_a_period(tmp_path):
         path,
         "select count(*), min(n_years_in_period) from marts.fct_commune_vs_region where period_label = '2012-2016'",
     )
-    assert rows == [(52, 5)]
+    assert rows == [(346, 5)]
+
+
+def test_region_period_rates_by_hand_with_exact_limits(bundled_warehouse):
+    # fct_area_period_rates: the region's own pooled rate, from the raw files summed by hand.
+    for first, last in ((2010, 2014), (2015, 2019), (2010, 2019)):
+        rows = derived_counts_by_hand(bundled_warehouse, first, last)
+        big_d = sum(d for _, _, d, _ in rows)  # signed: a negative derived commune count cancels out
+        big_n = sum(n for _, _, _, n in rows)
+        (level, name, n_years, deaths, births, rate, lower, upper), = query(
+            bundled_warehouse,
+            "select area_level, area_name, n_years, deaths, live_births, rate_per_1000, ci95_lower, "
+            "ci95_upper from marts.fct_area_period_rates where area_code = '13' and indicator = 'imr' "
+            "and period_start = ? and period_end = ?", [first, last])
+        assert (level, n_years, deaths, births) == ("region", last - first + 1, big_d, big_n)
+        assert name == "Región Metropolitana de Santiago"
+        assert rate == pytest.approx(1000 * big_d / big_n, rel=1e-12)
+        # Exact Poisson (Garwood) limits, from scipy's chi-square quantiles.
+        assert lower == pytest.approx(1000 * stats.chi2.ppf(0.025, 2 * big_d) / 2 / big_n, rel=1e-9)
+        assert upper == pytest.approx(1000 * stats.chi2.ppf(0.975, 2 * big_d + 2) / 2 / big_n, rel=1e-9)
+
+
+def test_comparison_pools_the_region_over_the_communes_years_from_the_same_rule(bundled_warehouse):
+    # Every commune with a rate in every year sees the region's own pooled rate; Providencia
+    # (no rate in 2018) sees the region over its 4 years, and only there do the two differ.
+    rows = query(
+        bundled_warehouse,
+        "select c.commune_code, c.n_years, c.region_deaths = a.deaths and c.region_live_births = a.live_births "
+        "and c.region_rate_per_1000 = a.rate_per_1000 "
+        "from marts.fct_commune_vs_region c join marts.fct_area_period_rates a "
+        "on a.area_level = 'region' and a.area_code = c.region_code and a.indicator = c.indicator "
+        "and a.period_start = c.period_start and a.period_end = c.period_end where c.region_code = '13'")
+    assert len(rows) == 156
+    differ = sorted((code, n) for code, n, same in rows if not same)
+    assert differ == [("13123", 4), ("13123", 9)]
+    assert all(n == 5 or n == 10 for code, n, same in rows if same)

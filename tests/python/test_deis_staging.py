@@ -106,7 +106,8 @@ def generated(tmp_path_factory):
     manifest = generate(Options(out_dir=tmp / "deis", regions=("13",), years=tuple(range(2010, 2020)),
                                 seed=11, zip_deaths=True, deaths_header="alternative",
                                 deaths_encoding="utf-8", inject_bad_records=True))
-    con = build(tmp, str(tmp / "deis" / manifest["deaths_file"]), str(tmp / "deis" / "nacimientos"))
+    con = build(tmp, str(tmp / "deis" / manifest["deaths_file"]), str(tmp / "deis" / "nacimientos"),
+                deis_malformed_records="audit")
     yield con, manifest, tmp
     con.close()
 
@@ -169,8 +170,8 @@ def test_a_file_that_is_not_deis_stops_the_build(tmp_path):
                      {"vital_source": "deis_microdata", "deis_deaths_path": str(malformed),
                       "deis_births_path": str(FIXTURES / "births_headerless_latin1.csv")}, check=False)
     assert result.returncode != 0
-    assert f"{malformed}: line 1 has 5 column(s); expected a ';'-separated DEIS deaths file with 27 columns" \
-        in result.stdout
+    assert (f"{malformed}: the header does not name the DEIS deaths column(s) EDAD_TIPO, EDAD_CANT, "
+            "CODIGO_COMUNA_RESIDENCIA") in result.stdout
 
 
 def test_the_default_build_reads_no_deis_file(tmp_path):
@@ -183,7 +184,7 @@ def test_the_default_build_reads_no_deis_file(tmp_path):
     (b"", "the file is empty"),
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary content (NUL bytes)"),
     (b"anio,codigo_comuna,evento\n2010,13101,nacimiento\n", "the separator looks like ',' or a tab"),
-    ("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode(), "line 1 has 2 column(s)"),
+    ("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode(), "the header does not name the DEIS deaths column(s) EDAD_TIPO"),
 ])
 def test_non_deis_deaths_files_are_refused(tmp_path, content, message):
     path = tmp_path / "input.csv"
@@ -192,11 +193,23 @@ def test_non_deis_deaths_files_are_refused(tmp_path, content, message):
         deis_files.inspect(str(path), "deaths")
 
 
-def test_births_header_must_name_the_documented_columns(tmp_path):
+def test_births_need_only_the_year_and_the_commune(tmp_path):
     path = tmp_path / "births.csv"
-    path.write_text("ANO_NAC;MES_NAC;DIA_NAC;SEXO;COMUNA\n2019;1;1;1;13101\n")
-    with pytest.raises(deis_files.DeisFileError, match="PESO, TALLA, SEMANAS, EDAD_M, GLOSA_COMUNA, REGION"):
+    path.write_text("ANO_NAC;SEXO;COMUNA\n2019;1;13101\n")
+    (found,) = deis_files.inspect(str(path), "births")
+    assert (found.columns, found.layout, found.records_expected) == (("ANO_NAC", "SEXO", "COMUNA"), "births_compact", 1)
+    path.write_text("ANO_NAC;MES_NAC;REGION\n2019;1;13\n")
+    with pytest.raises(deis_files.DeisFileError, match="names no commune column .* per-year DEIS births bases"):
         deis_files.inspect(str(path), "births")
+
+
+def test_the_open_births_series_is_refused_with_what_to_use_instead(tmp_path):
+    path = tmp_path / "Serie_Nacimientos_2001_2019.csv"
+    path.write_text("AÑO;REGION;SEXO;NACIMIENTOS\n2019;13;1;45000\n")
+    with pytest.raises(deis_files.DeisFileError) as refused:
+        deis_files.inspect(str(path), "births")
+    message = str(refused.value)
+    assert str(path) in message and "region only" in message and "per-year DEIS births bases" in message
 
 
 def test_encoding_is_detected_and_counted_lines_are_checked(tmp_path):

@@ -41,10 +41,10 @@ def test_same_seed_gives_identical_bytes(tmp_path):
         return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
     first, again, other = files(tmp_path / "a", 3), files(tmp_path / "b", 3), files(tmp_path / "c", 4)
-    assert set(first) == {"DEFUNCIONES_FUENTE_DEIS_2018_2019_CIFRAS_OFICIALES.zip", "generation_manifest.json",
-                          "nacimientos/NACIMIENTOS_2018.csv", "nacimientos/NACIMIENTOS_2019.csv"}
+    assert set(first) == {"synthetic_deis_deaths_2018_2019.zip", "generation_manifest.json",
+                          "nacimientos/synthetic_deis_births_2018.csv", "nacimientos/synthetic_deis_births_2019.csv"}
     assert first == again
-    assert first["nacimientos/NACIMIENTOS_2019.csv"] != other["nacimientos/NACIMIENTOS_2019.csv"]
+    assert first["nacimientos/synthetic_deis_births_2019.csv"] != other["nacimientos/synthetic_deis_births_2019.csv"]
 
 
 def test_rm_2010_2019_counts_equal_the_bundled_derived_counts(rm_2010_2019):
@@ -55,7 +55,8 @@ def test_rm_2010_2019_counts_equal_the_bundled_derived_counts(rm_2010_2019):
             select codigo_comuna as commune, anio as year,
                    sum(cantidad) filter (where evento = 'nacimiento') as births,
                    sum(cantidad) filter (where evento = 'defuncion') as deaths
-            from read_csv('{RAW / 'ine_vital_statistics_rm_2010_2019.csv'}', types={{'codigo_comuna': 'VARCHAR'}})
+            from read_csv('{RAW / 'ine_vital_statistics_chile_2010_2019.csv'}', types={{'codigo_comuna': 'VARCHAR'}})
+            where codigo_comuna like '13%'
             group by all
         ),
         aged_1_plus as (
@@ -125,7 +126,7 @@ def test_latin1_output_encodes_spanish_letters(rm_2010_2019):
     for word in ("Ñuñoa", "Peñalolén", "Conchalí", "Región Metropolitana de Santiago", "Hospital o Clínica",
                  "Casa habitación", "Síndrome"):
         assert word in text, word
-    births = (out / "nacimientos" / "NACIMIENTOS_2015.csv").read_bytes()
+    births = (out / "nacimientos" / "synthetic_deis_births_2015.csv").read_bytes()
     assert b"\xd1u\xf1oa" in births  # Ñuñoa in latin-1
 
 
@@ -136,7 +137,7 @@ def test_national_scope_covers_all_communes(tmp_path):
     con = duckdb.connect()
     births = con.sql(f"""
         select distinct lpad(column08, 5, '0') as commune
-        from read_csv('{tmp_path}/nacimientos/NACIMIENTOS_2014.csv', delim=';', header=false, all_varchar=true)
+        from read_csv('{tmp_path}/nacimientos/synthetic_deis_births_2014.csv', delim=';', header=false, all_varchar=true)
     """)
     deaths = con.sql(f"""
         select distinct lpad(column05, 5, '0') as commune
@@ -168,7 +169,8 @@ def test_bad_records_are_listed_in_the_manifest(tmp_path):
                                 zip_deaths=True))
     problems = {record["record_problem"] for record in manifest["bad_records"]}
     assert problems == {"commune_unknown", "commune_missing", "age_unit_unknown", "age_out_of_range",
-                        "infant_age_month_zero", "unparseable_date", "date_year_mismatch", "year_unparseable"}
+                        "infant_age_month_zero", "unparseable_date", "date_year_mismatch", "year_unparseable",
+                        "age_unparseable"}
     with zipfile.ZipFile(tmp_path / manifest["deaths_file"]) as archive:
         lines = archive.read(archive.namelist()[0]).decode("latin-1").splitlines()
     for record in manifest["bad_records"]:
@@ -183,3 +185,30 @@ def test_cli_says_the_rows_are_synthetic(tmp_path, capsys):
     assert main(["--out", str(tmp_path), "--regions", "15", "--years", "2019"]) == 0
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed["deis_births_path"] == str(tmp_path / "nacimientos")
+
+
+def test_generated_files_never_carry_the_official_names(tmp_path):
+    manifest = generate(Options(out_dir=tmp_path, regions=("15",), years=(2019,), zip_deaths=True))
+    names = [p.name for p in tmp_path.rglob("*") if p.is_file()]
+    assert not [n for n in names if n.upper().startswith(("DEFUNCIONES_FUENTE_DEIS", "NACIMIENTOS_"))], names
+    assert manifest["deaths_file"] == "synthetic_deis_deaths_2019_2019.zip"
+
+
+def test_per_year_base_layout_carries_the_codes_in_force(tmp_path):
+    # Ñuble (16) in 2016 and 2019: before 2018 its communes had the 084xx codes of region 8.
+    generate(Options(out_dir=tmp_path / "a", regions=("16",), years=(2016, 2019), births_layout="per_year_base"))
+    generate(Options(out_dir=tmp_path / "b", regions=("16",), years=(2016,), births_layout="per_year_base",
+                     births_region=False))
+    con = duckdb.connect()
+
+    def read(path):
+        return con.sql(f"select * from read_csv('{path}', delim=';', header=true, all_varchar=true)")
+
+    y2016 = read(tmp_path / "a" / "nacimientos" / "synthetic_deis_births_2016.csv")
+    assert y2016.columns[:4] == ["SEXO", "DIA_NAC", "MES_NAC", "ANO_NAC"] and len(y2016.columns) == 33
+    assert set(r[0] for r in con.sql("select distinct left(lpad(COMUNA, 5, '0'), 3) from y2016").fetchall()) == {"084"}
+    assert con.sql("select distinct REG_RES from y2016").fetchall() == [("8",)]
+    y2019 = read(tmp_path / "a" / "nacimientos" / "synthetic_deis_births_2019.csv")
+    assert con.sql("select distinct left(COMUNA, 2) from y2019").fetchall() == [("16",)]
+    without = read(tmp_path / "b" / "nacimientos" / "synthetic_deis_births_2016.csv")
+    assert "REG_RES" not in without.columns and len(without.columns) == 32

@@ -26,7 +26,7 @@ def generated_rm_warehouse(tmp_path_factory):
     out = tmp / "files"
     generate(Options(out_dir=out, regions=("13",), years=tuple(range(2010, 2020)), zip_deaths=True,
                      project_dir=REPO_ROOT))
-    deaths = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*.zip"))
+    deaths = next(out.glob("synthetic_deis_deaths_*.zip"))
     path = tmp / "micro.duckdb"
     run_dbt(["build"], path, microdata_vars(deaths, out / "nacimientos", tmp / "cache"))
     return path
@@ -75,7 +75,7 @@ def test_imr_equals_the_aggregate_mode_for_every_commune_year(generated_rm_wareh
     aggregate = query(
         bundled_warehouse,
         "select area_code, year, deaths, live_births, unavailable_reason from marts.fct_rates_commune_year "
-        "where area_level = 'commune' and indicator = 'imr'")
+        "where area_level = 'commune' and indicator = 'imr' and region_code = '13'")  # the RM of the national build
     assert len(micro) == len(aggregate) == 520
     compared = 0
     for code, year, deaths, births, reason in aggregate:
@@ -116,7 +116,8 @@ def test_late_infant_mortality_is_compared_for_the_52_communes(generated_rm_ware
         "where indicator = 'pnmr' and period_label = '2010-2019'")
     assert rows == [(52, 52, True, 1)]
     basis = query(generated_rm_warehouse, "select distinct count_basis from marts.fct_rates_commune_year")
-    assert basis == [("DEIS microdata: death and birth records",)]
+    # Files written by imr-generate-deis say so wherever count_basis is shown.
+    assert basis == [("GENERATED DEIS-layout microdata (synthetic): death and birth records, not official figures",)]
     trends = query(
         generated_rm_warehouse,
         "select count(*) from marts.fct_trends where indicator = 'pnmr' and area_level = 'commune' "
@@ -137,13 +138,13 @@ def test_records_reconcile_with_the_input_row_counts(generated_rm_warehouse):
 # Hand-made headerless latin-1 file (tests/data/deis/deaths_headerless_latin1.csv), 2015:
 # Ñuñoa 4h0, 4h23 | Iquique 3d6, 3d7 | Valparaíso 3d27, 3d28 | Concepción 2m0, 2m1 |
 # La Pintana 2m11, 1y0 | Peñalolén 1y1, blank unit 5, 1y85.
-HAND_COUNTS = {  # commune: (imr, nmr, enmr, pnmr, age_unknown_infant)
+HAND_COUNTS = {  # commune: (imr, nmr, enmr, pnmr, age_unknown_infant), unknown_age_unit_policy infant_age_unknown
     "13120": (2, 2, 2, 0, 0),
     "01101": (2, 2, 1, 0, 0),
     "05101": (2, 1, 0, 1, 0),
     "08101": (2, 0, 0, 1, 1),
     "13112": (2, 0, 0, 1, 1),
-    "13122": (1, 0, 0, 0, 1),  # the blank age unit: infant of unknown age (methods.md)
+    "13122": (1, 0, 0, 0, 1),  # the blank age unit, only with policy infant_age_unknown (default: none)
 }
 
 
@@ -174,10 +175,10 @@ def test_hand_made_edge_cases_give_the_counts_worked_out_by_hand(tmp_path, polic
 def test_each_kind_of_bad_record_is_audited_with_file_and_line(tmp_path):
     out = tmp_path / "files"
     generate(Options(out_dir=out, regions=("13",), years=(2019,), inject_bad_records=True, project_dir=REPO_ROOT))
-    deaths = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))
+    deaths = next(out.glob("synthetic_deis_deaths_*"))
     path = tmp_path / "bad.duckdb"
     run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_data_quality"], path,
-            microdata_vars(deaths, out / "nacimientos", tmp_path / "cache"))
+            microdata_vars(deaths, out / "nacimientos", tmp_path / "cache", deis_malformed_records="audit"))
     checks = query(
         path,
         "select source, check_name, count(*) from marts.audit_data_quality "
@@ -199,7 +200,8 @@ def test_each_kind_of_bad_record_is_audited_with_file_and_line(tmp_path):
             "select check_name, records_affected from marts.audit_data_quality "
             "where record_key = 'all records' and source = ?", [source]))
         unassigned = sum(n for check, n in totals.items()
-                         if check in ("year_unparseable", "commune_missing", "commune_unknown"))
+                         if check in ("year_unparseable", "year_out_of_range", "commune_missing", "commune_unparseable",
+                                      "commune_code_unmapped", "commune_unknown", "age_unparseable"))
         assert totals["records_read"] == totals["records_assigned"] + unassigned
         assert unassigned > 0
 

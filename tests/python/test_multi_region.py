@@ -23,7 +23,7 @@ def national_sample(tmp_path_factory):
                      deaths_encoding="utf-8", project_dir=REPO_ROOT))
     path = tmp / "multi.duckdb"
     run_dbt(["build"], path, {"vital_source": "deis_microdata",
-                              "deis_deaths_path": str(next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+                              "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
                               "deis_births_path": str(out / "nacimientos"),
                               "deis_cache_dir": str(tmp / "cache")})
     return path, out
@@ -44,7 +44,7 @@ def infant_deaths_in_files(out) -> Counter:
     """(region, year) -> deaths under one year, read with Python's csv module (methods.md
     section 1: hours, days, months 0-11, years 0)."""
     counts = Counter()
-    deaths_file = next(out.glob("DEFUNCIONES_FUENTE_DEIS_*.csv"))
+    deaths_file = next(out.glob("synthetic_deis_deaths_*.csv"))
     with open(deaths_file, encoding="utf-8", newline="") as handle:
         for row in csv.reader(handle, delimiter=";"):
             unit, amount = row[3], int(row[4])
@@ -120,9 +120,26 @@ def test_region_scope_var_keeps_one_region(tmp_path, national_sample):
     path = tmp_path / "scoped.duckdb"
     run_dbt(["build", "--exclude", "fct_trends"], path, {
         "vital_source": "deis_microdata",
-        "deis_deaths_path": str(next(out.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+        "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
         "deis_births_path": str(out / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache"),
         "scope_regions": ["12"], "scope_year_start": 2016})
     rows = query(path, "select distinct area_level, region_code, min(year) over () from marts.fct_rates_commune_year "
                        "order by 1")
     assert rows == [("commune", "12", 2016), ("region", "12", 2016)]  # one region: no country row
+
+
+def test_country_and_region_period_rates_and_the_build_scope(national_sample):
+    # fct_area_period_rates: each region and the country pooled over 2015-2019, against the files.
+    path, out = national_sample
+    births, deaths = births_in_files(out), infant_deaths_in_files(out)
+    rows = dict(((level, code), (n, d, b)) for level, code, n, d, b in query(
+        path,
+        "select area_level, area_code, n_years, deaths, live_births from marts.fct_area_period_rates "
+        "where indicator = 'imr' and period_start = 2015 and period_end = 2019"))
+    for region in REGIONS:
+        assert rows[("region", region)] == (5, sum(v for (r, _), v in deaths.items() if r == region),
+                                            sum(v for (r, _), v in births.items() if r == region))
+    assert rows[("country", "CL")] == (5, sum(deaths.values()), sum(births.values()))
+    (scope,), = query(path, "select scope_regions || ' ' || scope_year_start || '-' || scope_year_end "
+                            "from marts.meta_build")
+    assert scope == "11,12,15 2015-2019"

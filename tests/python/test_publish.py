@@ -54,12 +54,33 @@ def sha256(path: Path) -> str:
 
 
 def copy_published(source: Path, destination_root: Path) -> Path:
-    """A copy of a published warehouse folder (same basename: same catalog name)."""
+    """A copy of a published warehouse folder, links and releases as they are."""
     folder = destination_root / "warehouse"
-    folder.mkdir(parents=True)
-    shutil.copy2(source, folder / NAME)
-    shutil.copytree(source.parent / "parquet", folder / "parquet")
+    shutil.copytree(source.parent, folder, symlinks=True, ignore=shutil.ignore_patterns(".build"),
+                    dirs_exist_ok=True)
     return folder / NAME
+
+
+def release_state(folder: Path) -> dict:
+    """Independent of publish.check_release: where every reader path leads, and whether the
+    database and the Parquet files there hold the same marts, row for row counted."""
+    current = folder / "current"
+    release = current.resolve()
+    db = (folder / NAME).resolve()
+    parquet = (folder / "parquet").resolve()
+    assert db == release / NAME and parquet == release / "parquet", (db, parquet, release)
+    with duckdb.connect(str(db), read_only=True) as con:
+        marts = dict(con.execute("select table_name, estimated_size from duckdb_tables() "
+                                 "where schema_name = 'marts'").fetchall())
+        for mart in marts:
+            (rows,), = con.execute(f"select count(*) from marts.{mart}").fetchall()
+            (in_parquet,), = con.execute(f"select count(*) from read_parquet('{parquet / (mart + '.parquet')}')").fetchall()
+            assert rows == in_parquet, mart
+            kv = con.execute("select decode(value) from parquet_kv_metadata(?) where decode(key) = 'imr_release_id'",
+                             [str(parquet / f"{mart}.parquet")]).fetchall()
+            assert kv == [(release.name,)], (mart, kv)
+    assert sorted(p.stem for p in parquet.glob("*.parquet")) == sorted(marts)
+    return {"release": release.name, "marts": sorted(marts)}
 
 
 def mart_names(path: Path) -> list[str]:
@@ -102,14 +123,10 @@ class Holder:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory) -> SimpleNamespace:
-    work = tmp_path_factory.mktemp("publish")
-    path = work / "warehouse" / NAME  # warehouse/ does not exist yet: publish creates it
-    result = run_publish(path)
-    assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return SimpleNamespace(
-        path=path, parquet=path.parent / "parquet", target=work / "dbt_target", output=result.stdout,
-    )
+def published(published_warehouse) -> SimpleNamespace:
+    """The session's publish (conftest): the real CLI into a temporary warehouse folder that did
+    not exist before."""
+    return published_warehouse
 
 
 def test_publish_prints_a_summary_and_leaves_only_the_published_files(published):
@@ -120,9 +137,21 @@ def test_publish_prints_a_summary_and_leaves_only_the_published_files(published)
         assert f"marts.{mart}" in out
     assert re.search(r"marts\.dim_commune\s+346 rows", out)
     assert not published.path.with_name(NAME + ".wal").exists()
-    build_dir = published.path.parent / ".build"
-    assert not (build_dir / NAME).exists()
-    assert not (build_dir / "parquet.tmp").exists()
+    folder = published.path.parent
+    # One release, nothing incoming; the reader paths are links into it.
+    releases = sorted(p.name for p in (folder / "releases").iterdir())
+    assert len(releases) == 1 and not releases[0].startswith("."), releases
+    assert f"Release   {releases[0]}" in out
+    assert os.readlink(folder / "current") == f"releases/{releases[0]}"
+    assert os.readlink(published.path) == f"current/{NAME}"
+    assert os.readlink(published.parquet) == "current/parquet"
+    assert release_state(folder)["release"] == releases[0]
+    # --check agrees, and the manifest lists every file with its SHA-256.
+    check = run_publish(published.path, "--check")
+    assert check.returncode == 0 and f"release {releases[0]}" in check.stdout, check.stderr
+    manifest = json.loads((folder / "releases" / releases[0] / "RELEASE.json").read_text())
+    assert manifest["files"][NAME]["sha256"] == sha256(published.path)
+    assert manifest["marts"]["dim_commune"] == 346
     # dbt's artifacts are kept for `make docs` and state comparison.
     assert (published.target / "manifest.json").exists()
 
@@ -277,23 +306,24 @@ def test_failed_build_leaves_the_published_files_untouched_and_says_why(publishe
     path = copy_published(published.path, tmp_path)
     parquet_dir = path.parent / "parquet"
     hashes_before = {p.name: sha256(p) for p in [path, *parquet_dir.iterdir()]}
-    # A corrupted input: a copy of the raw files with a 4 KiB block of one zeroed (a bad disk
-    # block or transfer); DuckDB can no longer read the file's columns.
+    # A faulty input that must stop the build: a copy of the raw files with one INE row twice.
     raw = tmp_path / "raw"
     shutil.copytree(REPO_ROOT / "data" / "raw", raw)
-    broken = raw / "ine_vital_statistics_rm_2010_2019.csv"
-    content = broken.read_bytes()
-    middle = len(content) // 2
+    broken = raw / "ine_vital_statistics_chile_2010_2019.csv"
+    lines = broken.read_text(encoding="utf-8").splitlines(keepends=True)
     broken.chmod(0o644)
-    broken.write_bytes(content[:middle] + b"\0" * 4096 + content[middle + 4096:])
+    broken.write_text("".join(lines[:3] + lines[2:]), encoding="utf-8")  # line 4 repeats line 3
 
     result = run_publish(path, "--vars", json.dumps({"raw_data_dir": str(raw)}))
 
     assert result.returncode != 0
     assert "dbt build FAILED" in result.stderr
     assert "Published file left untouched" in result.stderr
-    assert "stg_ine__vital_statistics" in result.stderr  # dbt's own failure line names the model
+    assert f"Duplicated row in {broken} line 4: same key as line 3" in result.stderr  # dbt's error, via publish
+    assert "Traceback" not in result.stderr
     assert {p.name: sha256(p) for p in [path, *parquet_dir.iterdir()]} == hashes_before
+    # No large leftover: the failed build's folder is gone.
+    assert [p.name for p in (path.parent / "releases").iterdir()] == [release_state(path.parent)["release"]]
 
 
 def test_publish_refuses_while_a_writer_holds_the_published_file(published, tmp_path):
@@ -351,3 +381,220 @@ def test_failure_lines_keep_dbt_closing_summary_without_colours_or_timestamps():
     ]
     assert failure_lines(["Encountered an error:", "Parsing Error", "  bad yaml"]) == [
         "Encountered an error:", "Parsing Error", "  bad yaml"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Publishing is one step for readers: kills at any moment
+
+
+# The release steps of `publish()` after dbt (the same functions, on a copy of a built
+# database), so that dozens of kills cost seconds instead of a dbt build each.
+RELEASE_SCRIPT = textwrap.dedent("""
+    import shutil, sys
+    from pathlib import Path
+    from infant_mortality import publish as p
+    paths = p.Paths.resolve(Path(sys.argv[2]))
+    print("started", flush=True)
+    with p.new_release(paths) as (release_id, incoming):
+        shutil.copyfile(sys.argv[1], incoming / paths.published.name)
+        p.release(paths, incoming, release_id)
+    print(release_id, flush=True)
+""")
+
+
+def start_release(source_db: Path, published: Path, kill_at: str | None = None) -> subprocess.Popen:
+    env = {**os.environ, "IMR_DUCKDB_PATH": str(published)}
+    env.pop("IMR_PUBLISH_KILL_AT", None)
+    if kill_at:
+        env["IMR_PUBLISH_KILL_AT"] = kill_at
+    return subprocess.Popen([sys.executable, "-c", RELEASE_SCRIPT, str(source_db), str(REPO_ROOT)],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_kill_at_any_moment_leaves_the_old_or_the_new_release_never_a_mix(published, tmp_path):
+    import random
+    import signal
+    import time
+
+    path = copy_published(published.path, tmp_path)
+    folder = path.parent
+    source = tmp_path / "built.duckdb"  # a finished build (finalizing it again is a no-op)
+    shutil.copyfile(published.path, source)
+
+    def consistent_and_recover(label: str, before: str) -> str:
+        state = release_state(folder)
+        # The old release, or a newer one (ids start with their UTC time); never anything else.
+        assert state["release"] == before or state["release"] > before, label
+        assert state["marts"] == mart_names(published.path), label
+        return state["release"]
+
+    # 1. A kill at every named step of the release.
+    steps = ["finalized", "exported:parquet", "manifest", "renamed", "swapped", "linked", "collected"]
+    outcomes = {}
+    for step in steps:
+        before = release_state(folder)["release"]
+        process = start_release(source, path, kill_at=step)
+        process.communicate(timeout=120)
+        assert process.returncode == -signal.SIGKILL, (step, process.returncode)
+        after = consistent_and_recover(step, before)
+        outcomes[step] = "old" if after == before else "new"
+    # Before the pointer moves readers see the old release; from the swap on, the new one.
+    assert outcomes == {"finalized": "old", "exported:parquet": "old", "manifest": "old", "renamed": "old",
+                        "swapped": "new", "linked": "new", "collected": "new"}, outcomes
+
+    # 2. SIGKILL at random moments of a whole release run.
+    timing = start_release(source, path)
+    started = time.monotonic()
+    out, err = timing.communicate(timeout=120)
+    assert timing.returncode == 0, err
+    duration = time.monotonic() - started
+    rng = random.Random(20261130)
+    seen = {"old": 0, "new": 0}
+    kills = 0
+    for _ in range(16):
+        before = release_state(folder)["release"]
+        process = start_release(source, path)
+        time.sleep(rng.uniform(0, duration * 1.2))
+        process.send_signal(signal.SIGKILL)
+        out, _ = process.communicate(timeout=120)
+        kills += process.returncode == -signal.SIGKILL
+        after = consistent_and_recover("random", before)
+        seen["old" if after == before else "new"] += 1
+        if process.returncode == 0:
+            assert after == out.split()[-1]
+    assert kills >= 8, f"only {kills} of 16 runs were killed before finishing; timing is off"
+    print(f"\nkill points: {len(steps)} named steps + {kills} random SIGKILLs; outcomes {seen}; all consistent")
+
+    # 3. The next publish cleans up every leftover and keeps two releases.
+    final = start_release(source, path)
+    out, err = final.communicate(timeout=120)
+    assert final.returncode == 0, err
+    assert release_state(folder)["release"] == out.split()[-1]
+    assert not list((folder / "releases").glob(".incoming-*"))
+    assert not list(folder.glob(".*.link-*"))
+    assert len([p for p in (folder / "releases").iterdir()]) == 2
+
+
+def test_a_publish_killed_during_dbt_build_stops_dbt_and_changes_nothing(published, tmp_path):
+    import signal
+    import time
+
+    path = copy_published(published.path, tmp_path)
+    before = release_state(path.parent)["release"]
+    hashes = {p: sha256(p) for p in [path, *(path.parent / "parquet").iterdir()]}
+    work = tmp_path
+    env = {**os.environ, "IMR_DUCKDB_PATH": str(path), "DBT_TARGET_PATH": str(work / "t"),
+           "DBT_LOG_PATH": str(work / "l")}
+    process = subprocess.Popen([sys.executable, "-m", "infant_mortality.publish", "--quiet"], cwd=REPO_ROOT,
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not list((path.parent / "releases").glob(".incoming-*/" + NAME)):  # dbt is writing
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.2)
+    incoming = next((path.parent / "releases").glob(".incoming-*"))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+    def dbt_children():
+        found = []
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                if str(incoming).encode() in environ.read_bytes():
+                    found.append(environ.parent.name)
+            except OSError:
+                pass
+        return found
+
+    deadline = time.monotonic() + 15
+    while dbt_children() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not dbt_children(), "the dbt child outlived the killed publish"
+    assert release_state(path.parent)["release"] == before
+    assert {p: sha256(p) for p in hashes} == hashes
+
+
+def test_a_warehouse_of_the_previous_layout_is_adopted_without_a_moment_of_mismatch(published, tmp_path):
+    """Plain file + plain parquet/ (published before releases) become a release by hard links."""
+    folder = tmp_path / "warehouse"
+    (folder / "parquet").mkdir(parents=True)
+    shutil.copyfile(published.path, folder / NAME)
+    for parquet in published.parquet.glob("*.parquet"):
+        shutil.copyfile(parquet, folder / "parquet" / parquet.name)
+    inode = (folder / NAME).stat().st_ino
+    process = start_release(tmp_path / "missing.duckdb", folder / NAME)  # adopts, then fails to copy
+    _, err = process.communicate(timeout=120)
+    assert process.returncode != 0 and "missing.duckdb" in err
+    assert (folder / NAME).is_symlink() and (folder / "parquet").is_symlink()
+    assert (folder / NAME).stat().st_ino == inode  # the same file, now inside releases/legacy-...
+    assert (folder / "current").resolve().name.startswith("legacy-")
+    assert not list((folder / "releases").glob(".incoming-*"))
+    assert sorted(p.name for p in (folder / "parquet").iterdir()) == sorted(
+        p.name for p in published.parquet.glob("*.parquet"))
+
+
+# ---------------------------------------------------------------------------------------------
+# `dbt build` by hand
+
+
+def test_hand_dbt_build_writes_the_development_file_and_leaves_the_published_one_byte_identical(
+        published, tmp_path):
+    """A newcomer's `source .venv/bin/activate && dbt build` at the root of a checkout."""
+    checkout = tmp_path / "checkout"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, tracked.decode().split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, checkout / name)
+    copy_published(published.path, checkout)  # a published release, as `make warehouse` leaves it
+    published_files = [checkout / "warehouse" / NAME,
+                       *sorted(p for p in (checkout / "warehouse" / "releases").rglob("*") if p.is_file())]
+    before = {p: sha256(p) for p in published_files}
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("IMR_", "DBT_", "VIRTUAL_ENV"))}
+    activate = Path(sys.executable).parent / "activate"
+    result = subprocess.run(["bash", "-c", f'source "{activate}" && dbt build'], cwd=checkout, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "Completed successfully" in result.stdout
+
+    after = {p: sha256(p) for p in published_files}
+    assert after == before, "a hand dbt build changed a published file"
+    print(f"\npublished {NAME} sha256 before {before[published_files[0]][:16]}... after "
+          f"{after[published_files[0]][:16]}...; {len(before)} published files byte-identical")
+    dev = checkout / "warehouse" / "dev" / NAME
+    assert dev.exists()
+    # Every relation of the development file answers from an unrelated folder (no relative views).
+    script = textwrap.dedent("""
+        import json, sys, duckdb
+        con = duckdb.connect(sys.argv[1], read_only=True)
+        views = con.execute("select count(*) from duckdb_views() where not internal").fetchone()[0]
+        rels = con.execute("select schema_name, table_name from duckdb_tables()").fetchall()
+        print(json.dumps([views, {f"{s}.{t}": con.execute(f'select count(*) from "{s}"."{t}"').fetchone()[0]
+                                  for s, t in rels}]))
+    """)
+    elsewhere = subprocess.run([sys.executable, "-c", script, str(dev)], cwd=tmp_path, capture_output=True, text=True)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    views, counts = json.loads(elsewhere.stdout)
+    assert views == 0
+    assert counts["staging.stg_reference__communes"] == 346
+    assert counts["marts.fct_rates_commune_year"] == query(published.path,
+                                                           "select count(*) from marts.fct_rates_commune_year")[0][0]
+
+
+def test_publish_errors_are_one_sentence_not_tracebacks(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the warehouse folder should be")
+    cases = {
+        "bad vars": (tmp_path / "w" / NAME, ["--vars", "{unclosed: [1, 2"], "--vars is not valid YAML/JSON"),
+        "vars not a mapping": (tmp_path / "w" / NAME, ["--vars", "[1, 2]"], "--vars must be a mapping"),
+        "folder is a file": (blocker / "warehouse" / NAME, [], "Not a directory"),
+        "nothing published to check": (tmp_path / "w" / NAME, ["--check"], "has no published release"),
+    }
+    for label, (path, args, expected) in cases.items():
+        result = run_publish(path, *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.returncode == 1, label
+        assert len(lines) == 1 and lines[0].startswith("publish FAILED: ") and expected in lines[0], (label, lines)
+        assert "Traceback" not in result.stderr + result.stdout, label

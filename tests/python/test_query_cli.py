@@ -1,33 +1,222 @@
-"""The query command answers from a built warehouse and says clearly what is wrong otherwise."""
+"""The query command: answers from a built warehouse, from any folder, never writes anything but
+the CSV asked for (outside the warehouse), never cuts output silently, and says clearly what is
+wrong otherwise."""
 
 import csv
+import hashlib
+import io
+import os
+import re
+import shutil
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
-from conftest import REPO_ROOT
+import pytest
+
+from conftest import REPO_ROOT, query
 
 
-def run_query(*args, env_path):
-    return subprocess.run([sys.executable, "-m", "infant_mortality.query", *args, "--warehouse", str(env_path)],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+def run_query(*args, env_path=None, cwd=REPO_ROOT, env_extra=None):
+    command = [sys.executable, "-m", "infant_mortality.query", *args]
+    if env_path is not None:
+        command += ["--warehouse", str(env_path)]
+    env = {k: v for k, v in os.environ.items() if k != "IMR_DUCKDB_PATH"}
+    env.update(env_extra or {})
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_prints_and_exports_a_mart(bundled_warehouse, tmp_path):
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def warehouse_copy(bundled_warehouse, tmp_path_factory) -> Path:
+    """A warehouse folder of our own (database + Parquet), as readers see a published one."""
+    folder = tmp_path_factory.mktemp("query") / "warehouse"
+    (folder / "parquet").mkdir(parents=True)
+    path = folder / "infant_mortality.duckdb"
+    shutil.copyfile(bundled_warehouse, path)
+    import duckdb
+    with duckdb.connect(str(path), read_only=True) as con:
+        con.execute(f"copy marts.dim_commune to '{folder / 'parquet' / 'dim_commune.parquet'}' (format parquet)")
+    return path
+
+
+def test_prints_every_statement_with_its_row_count(bundled_warehouse):
     printed = run_query("select year, deaths from marts.fct_rates_commune_year "
-                        "where area_level = 'region' order by year limit 1", env_path=bundled_warehouse)
-    assert printed.returncode == 0
-    assert printed.stdout.split() == ["year", "deaths", "2010", "721"]
+                        "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year limit 1",
+                        env_path=bundled_warehouse)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.split() == ["year", "deaths", "2010", "721", "1", "row"]
 
-    out = tmp_path / "communes.csv"
-    exported = run_query("select commune_code, commune_name from marts.dim_commune where region_code = '13'",
-                         "--csv", str(out), env_path=bundled_warehouse)
-    assert exported.returncode == 0
-    rows = list(csv.DictReader(out.open(encoding="utf-8")))
-    assert len(rows) == 52 and {"commune_code": "13120", "commune_name": "Ñuñoa"} in rows
+    both = run_query("select count(*) as communes from marts.dim_commune; "
+                     "select commune_name from marts.dim_commune where commune_code = '13120'",
+                     env_path=bundled_warehouse)
+    assert both.returncode == 0, both.stderr
+    blocks = both.stdout.strip().split("\n\n")
+    assert len(blocks) == 2
+    assert blocks[0].splitlines()[0].startswith("-- select count(*)")
+    assert blocks[0].split()[-3:] == ["346", "1", "row"]
+    assert "Ñuñoa" in blocks[1] and blocks[1].endswith("1 row")
 
 
-def test_missing_warehouse_and_bad_sql_are_clear_errors(bundled_warehouse, tmp_path):
+def test_never_truncates_silently(bundled_warehouse):
+    n_rows = query(bundled_warehouse, "select count(*) from marts.fct_rates_commune_year")[0][0]
+    assert n_rows > 200
+    sql = "select area_code, year, indicator from marts.fct_rates_commune_year order by all"
+    default = run_query(sql, env_path=bundled_warehouse)
+    lines = default.stdout.strip().splitlines()
+    assert lines[-1] == f"{n_rows} rows (showing the first 200; --all prints every row, --csv FILE saves them)"
+    assert len(lines) == 1 + 200 + 1  # header, rows, note
+    everything = run_query(sql, "--all", env_path=bundled_warehouse)
+    lines = everything.stdout.strip().splitlines()
+    assert lines[-1] == f"{n_rows} rows" and len(lines) == 1 + n_rows + 1
+    few = run_query(sql, "--limit", "5", env_path=bundled_warehouse)
+    assert few.stdout.strip().splitlines()[-1].startswith(f"{n_rows} rows (showing the first 5;")
+
+
+def test_works_from_any_folder_with_the_warehouse_found_through_the_project(bundled_warehouse, tmp_path):
+    # IMR_DUCKDB_PATH relative to the project root, the command run from an unrelated folder.
+    relative = os.path.relpath(bundled_warehouse, REPO_ROOT)
+    result = run_query("select count(*) as n from marts.dim_commune", cwd=tmp_path,
+                       env_extra={"IMR_DUCKDB_PATH": relative})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:2] == ["n", "346"]
+    # With no setting at all, the default is the project's published file, wherever we are.
+    script = "from infant_mortality.query import default_warehouse; print(default_warehouse())"
+    env = {k: v for k, v in os.environ.items() if k != "IMR_DUCKDB_PATH"}
+    printed = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert printed.stdout.strip() == str(REPO_ROOT / "warehouse" / "infant_mortality.duckdb")
+
+
+WRITE_ATTEMPTS = {
+    "copy to a file": "copy marts.dim_commune to '{out}/copied.csv'",
+    "copy over a published parquet": "copy marts.dim_commune to '{parquet}' (format parquet)",
+    "attach a new database": "attach '{out}/new.duckdb' as other",
+    "export database": "export database '{out}/exported'",
+    "install an extension": "install spatial",
+    "load an extension": "load spatial",
+    "read an arbitrary file": "select * from read_csv('/etc/passwd')",
+    "read a file by path": "select * from '{parquet}'",
+    "list files": "select * from glob('/etc/*')",
+    "unlock file access": "set enable_external_access = true",
+    "widen allowed directories": "set allowed_directories = ['/']",
+    "create a table": "create table marts.injected as select 1 as x",
+    "change a mart": "delete from marts.dim_commune",
+    "write in a later statement": "select 1; copy (select 42) to '{out}/later.csv'",
+}
+
+
+@pytest.mark.parametrize("attempt", sorted(WRITE_ATTEMPTS))
+def test_write_and_escape_attempts_are_refused(warehouse_copy, tmp_path, attempt):
+    parquet = warehouse_copy.parent / "parquet" / "dim_commune.parquet"
+    before = {p: sha256(p) for p in (warehouse_copy, parquet)}
+    extensions = set(Path.home().glob(".duckdb/extensions/**/*"))
+    out = tmp_path / "out"
+    out.mkdir()
+    sql = WRITE_ATTEMPTS[attempt].format(out=out, parquet=parquet)
+    result = run_query(sql, env_path=warehouse_copy)
+    assert result.returncode == 1, f"{attempt}: {result.stdout}"
+    assert result.stderr.startswith("query: ") and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert list(out.iterdir()) == [], f"{attempt} wrote {list(out.iterdir())}"
+    assert {p: sha256(p) for p in before} == before
+    assert set(Path.home().glob(".duckdb/extensions/**/*")) == extensions
+
+
+def test_csv_target_inside_the_warehouse_folder_is_refused(warehouse_copy, tmp_path):
+    before = sha256(warehouse_copy)
+    link = tmp_path / "sneaky"
+    link.symlink_to(warehouse_copy.parent, target_is_directory=True)
+    for target in (warehouse_copy, warehouse_copy.parent / "new.csv",
+                   warehouse_copy.parent / "parquet" / "dim_commune.parquet", link / "via-link.csv"):
+        result = run_query("select 1 as x", "--csv", str(target), env_path=warehouse_copy)
+        assert result.returncode == 1 and "inside the warehouse folder" in result.stderr, target
+    assert sha256(warehouse_copy) == before
+    assert not (warehouse_copy.parent / "new.csv").exists()
+
+
+def test_csv_is_written_whole_or_not_at_all(bundled_warehouse, tmp_path):
+    target = tmp_path / "result.csv"
+    target.write_text("previous content\n")
+    failed = run_query("select * from marts.no_such_mart", "--csv", str(target), env_path=bundled_warehouse)
+    assert failed.returncode == 1 and "no_such_mart" in failed.stderr
+    assert target.read_text() == "previous content\n"
+    ok = run_query("select commune_code from marts.dim_commune", "--csv", str(target), env_path=bundled_warehouse)
+    assert ok.returncode == 0 and ok.stdout.startswith("346 rows written to")
+    assert len(target.read_text().splitlines()) == 347
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.csv"]  # no temporary file left
+    several = run_query("select 1; select 2", "--csv", str(target), env_path=bundled_warehouse)
+    assert several.returncode == 1 and "one result" in several.stderr
+
+
+def test_excel_csv_starts_with_a_utf8_byte_order_mark(bundled_warehouse, tmp_path):
+    sql = "select commune_code, commune_name from marts.dim_commune where commune_code in ('13120', '13122') order by 1"
+    excel, plain = tmp_path / "excel.csv", tmp_path / "plain.csv"
+    assert run_query(sql, "--csv", str(excel), "--excel", env_path=bundled_warehouse).returncode == 0
+    assert run_query(sql, "--csv", str(plain), env_path=bundled_warehouse).returncode == 0
+    expected = "commune_code,commune_name\n13120,Ñuñoa\n13122,Peñalolén\n".encode("utf-8")
+    assert excel.read_bytes() == b"\xef\xbb\xbf" + expected
+    assert plain.read_bytes() == expected
+    print(f"\nExcel CSV first bytes: {excel.read_bytes()[:24]!r}")
+    # Excel's own reading: a BOM-aware UTF-8 decode gives the names back.
+    assert "Peñalolén" in excel.read_bytes().decode("utf-8-sig")
+
+
+def test_csv_has_what_stata_import_delimited_relies_on(bundled_warehouse, tmp_path):
+    """No Stata here: the properties `import delimited x.csv, varnames(1) encoding(utf-8)` needs."""
+    target = tmp_path / "comparison.csv"
+    sql = "select * from marts.fct_commune_vs_region order by all"
+    assert run_query(sql, "--csv", str(target), env_path=bundled_warehouse).returncode == 0
+    raw = target.read_bytes()
+    assert not raw.startswith(b"\xef\xbb\xbf")  # the first variable name stays clean
+    assert b"\r" not in raw
+    text = raw.decode("utf-8")  # valid UTF-8 throughout
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    # Variable names Stata accepts unchanged: lowercase letters, digits, _, at most 32 characters.
+    assert all(re.fullmatch(r"[a-z_][a-z0-9_]{0,31}", name) for name in header), header
+    assert len(body) == query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region")[0][0]
+    assert all(len(row) == len(header) for row in body)
+    # One record per line (Stata's default bindquote(loose) cannot span lines).
+    assert len(text.splitlines()) == len(rows)
+    # Numbers with '.' as the decimal mark, no thousands separator (an exponent, 1.96e-06, is
+    # numeric to Stata too), full precision; missing = an empty field.
+    numeric = {name for name, in query(bundled_warehouse,
+               "select column_name from duckdb_columns() where table_name = 'fct_commune_vs_region' "
+               "and data_type in ('DOUBLE', 'INTEGER', 'BIGINT', 'DECIMAL', 'HUGEINT')")}
+    assert numeric
+    for row in body:
+        for name, value in zip(header, row):
+            if name in numeric:
+                assert value == "" or re.fullmatch(r"-?\d+(\.\d+)?(e[-+]\d+)?", value), (name, value)
+
+
+def test_missing_warehouse_bad_sql_and_a_locked_file_are_one_sentence(bundled_warehouse, tmp_path):
     missing = run_query("select 1", env_path=tmp_path / "nothing.duckdb")
     assert missing.returncode == 1 and "run `make warehouse` first" in missing.stderr
     bad = run_query("select * from marts.no_such_mart", env_path=bundled_warehouse)
     assert bad.returncode == 1 and "no_such_mart" in bad.stderr
+
+    locked = tmp_path / "locked.duckdb"
+    shutil.copyfile(bundled_warehouse, locked)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import sys, duckdb
+            con = duckdb.connect(sys.argv[1])  # read-write: DuckDB's exclusive lock
+            print("ready", flush=True)
+            sys.stdin.read()
+        """), str(locked)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        result = run_query("select 1", env_path=locked)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"query: {locked} is open for writing in another process (a `dbt build` or a tool that opened it "
+        "read-write); try again when it has finished"]

@@ -199,9 +199,9 @@ def test_batched_rows_equal_the_reference_fit_per_series():
         assert row.n_years_used == len(used)
         assert row.iterations == ref.iterations and row.converged == ref.converged
         assert_allclose([row.slope_log10, row.slope_se, row.rho, row.p_value, row.dw_original,
-                         row.dw_transformed],
+                         row.dw_transformed, row.intercept_log10],
                         [ref.params[1], ref.bse[1], ref.rho, ref.pvalues[1], ref.dw_original,
-                         ref.dw_transformed], rtol=1e-10, atol=1e-13)
+                         ref.dw_transformed, ref.params[0]], rtol=1e-10, atol=1e-13)
 
 
 def test_rho_out_of_bounds_and_non_convergence_are_noted():
@@ -273,3 +273,124 @@ def test_a_gappy_series_whose_final_fit_keeps_too_few_rows_is_not_estimable():
     assert row["n_years_used"] == 6 and row["n_zero_years"] == 4
     assert "final transformed regression kept 3 observations" in row["note"]
     assert pd.isna(row["p_value"])
+
+
+# --------------------------------------------------------------------------------------------
+# The fitted intercept, the fitter registry, the OLS fitter and the generic entry point
+# --------------------------------------------------------------------------------------------
+
+
+def test_intercept_is_statas_uncentred_cons_equal_to_gls_at_the_fitted_rho():
+    # Prais-Winsten at its final rho is GLS with the AR(1) correlation matrix rho^|i-j| (the
+    # first row scaled by sqrt(1 - rho^2) makes it exact); statsmodels GLS is an independent
+    # computation of both coefficients on the raw-year scale.
+    import statsmodels.api as sm
+    from scipy.linalg import toeplitz
+
+    rates = _rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR})
+    row = _one(fit_trends(rates, _periods((2005, 2014))), area_code="13101")
+    years = np.arange(2005, 2015, dtype=float)
+    y = np.log10(RESEARCH_NOTE_IMR)
+    gls = sm.GLS(y, sm.add_constant(years), sigma=toeplitz(row.rho ** np.arange(10))).fit()
+    assert_allclose([row.intercept_log10, row.slope_log10], gls.params, rtol=1e-9)
+    # The fitted line at year t is intercept + slope * t: near the data, decreasing.
+    fitted = row.intercept_log10 + row.slope_log10 * years
+    assert np.all(np.abs(10 ** fitted - RESEARCH_NOTE_IMR) < 0.5)
+    # And it is the reference path's uncentred constant.
+    ref = prais_winsten_trend(y, years)
+    assert_allclose(row.intercept_log10, ref.params[0], rtol=1e-10)
+    not_estimable = _one(fit_trends(rates, _periods((2005, 2007))), area_code="13101")
+    assert pd.isna(not_estimable.intercept_log10)
+
+
+def test_ols_fitter_equals_statsmodels_ols_on_log10_rate():
+    import statsmodels.api as sm
+    from statsmodels.stats.stattools import durbin_watson
+
+    rng = np.random.default_rng(7)
+    series = {("commune", f"{i:05d}", "imr"): list(np.round(8 * np.exp(-0.03 * np.arange(12)
+                                                                     + rng.normal(0, 0.1, 12)), 4))
+              for i in range(20)}
+    series[("commune", "gappy", "imr")] = [6.0, 5.5, 0.0, 5.1, 4.9, 4.8, 4.6, 0.0, 4.1, 4.0, 3.9, 3.7]
+    out = fit_trends(_rates(series, first_year=2008), _periods((2008, 2019)), method="ols")
+    assert (out.trend != "not_estimable").all()
+    for row in out.itertuples():
+        vals = np.array(series[(row.area_level, row.area_code, row.indicator)])
+        keep = vals > 0
+        years = np.arange(2008, 2020, dtype=float)[keep]
+        ols = sm.OLS(np.log10(vals[keep]), sm.add_constant(years)).fit()
+        assert_allclose([row.intercept_log10, row.slope_log10, row.slope_se, row.t_stat, row.p_value],
+                        [ols.params[0], ols.params[1], ols.bse[1], ols.tvalues[1], ols.pvalues[1]],
+                        rtol=1e-8)
+        c = stats.t.ppf(0.975, ols.df_resid)
+        assert_allclose(row.apc_ci95_lower, (10 ** (ols.params[1] - c * ols.bse[1]) - 1) * 100, rtol=1e-8)
+        assert pd.isna(row.rho) and pd.isna(row.iterations) and pd.isna(row.converged)
+        assert pd.isna(row.dw_transformed)
+        if keep.all():
+            assert_allclose(row.dw_original, durbin_watson(ols.resid), rtol=1e-10)
+    gappy = _one(out, area_code="gappy")
+    assert gappy.n_years_used == 10 and "zero rate in 2010, 2015" in gappy.note
+    assert "rho" not in gappy.note  # no Prais-Winsten remark on an OLS fit
+    # OLS needs 3 years (one residual degree of freedom); Prais-Winsten needs 4.
+    short = _rates({("commune", "s", "imr"): [5.0, 4.0, 3.5]})
+    assert _one(fit_trends(short, _periods((2005, 2007)), method="ols", min_years=3),
+                area_code="s").trend != "not_estimable"
+    with pytest.raises(ValueError, match="min_years must be an integer >= 3 for OLS"):
+        fit_trends(short, _periods((2005, 2007)), method="ols", min_years=2)
+
+
+def test_a_new_fitter_is_one_registry_line(monkeypatch):
+    from infant_mortality import trend_fitters
+
+    rates = _rates({("commune", "r", "imr"): RESEARCH_NOTE_IMR})
+    with pytest.raises(ValueError, match="trend method must be one of .*'prais'.*'ols'"):
+        fit_trends(rates, _periods((2005, 2014)), method="joinpoint")
+    monkeypatch.setitem(trend_fitters.FITTERS, "plain", ("ols", "OlsFitter", {}))
+    plain = fit_trends(rates, _periods((2005, 2014)), method="plain", rhotype="dw")
+    ols = fit_trends(rates, _periods((2005, 2014)), method="ols")
+    pd.testing.assert_frame_equal(plain, ols)
+    # Options of another method are not passed to a fitter that does not declare them.
+    assert trend_fitters.get_fitter("ols", rhotype="dw", gaps="restart").label == "OLS"
+    assert trend_fitters.get_fitter("corc", rhotype="dw").rhotype == "dw"
+    with pytest.raises(ValueError, match="rhotype"):
+        trend_fitters.get_fitter("prais", rhotype="bogus")
+
+
+def test_fitter_results_are_checked():
+    from infant_mortality.trend_fitters import SeriesFits
+
+    one = np.array([0.0])
+    with pytest.raises(ValueError, match="unknown columns"):
+        SeriesFits(series=one, intercept=one, slope=one, slope_se=one, t_stat=one, p_value=one,
+                   df_resid=one, estimable=np.array([True]), notes=[[]], columns={"theta": one})
+    with pytest.raises(ValueError, match="notes has 0 entries for 1 series"):
+        SeriesFits(series=one, intercept=one, slope=one, slope_se=one, t_stat=one, p_value=one,
+                   df_resid=one, estimable=np.array([True]), notes=[])
+
+
+def test_generic_entry_fits_any_keyed_series():
+    from infant_mortality.trends import fit_series_trends
+
+    # A yearly index per (region, indicator), named as its caller likes; no periods: one window
+    # per series from its first to its last year.
+    rows = pd.DataFrame({
+        "region_code": ["13"] * 10 + ["05"] * 6,
+        "indicator": "imr",
+        "year": list(range(2005, 2015)) + list(range(2009, 2015)),
+        "rii": RESEARCH_NOTE_IMR + RESEARCH_NOTE_IMR[:6],
+    })
+    out = fit_series_trends(rows, ["region_code", "indicator"], rate="rii")
+    assert list(out.columns[:4]) == ["region_code", "indicator", "period_start", "period_end"]
+    rm = _one(out, region_code="13")
+    assert (rm.period_start, rm.period_end, rm.n_years_used) == (2005, 2014, 10)
+    whole = _one(fit_trends(_rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR}),
+                            _periods((2005, 2014))), area_code="13101")
+    for column in ["slope_log10", "intercept_log10", "slope_se", "p_value", "rho", "apc", "trend"]:
+        assert rm[column] == whole[column]
+    assert _one(out, region_code="05").period_start == 2009
+    # With periods: every series x every period, as fit_trends.
+    two = fit_series_trends(rows, ["region_code", "indicator"], rate="rii",
+                            periods=_periods((2005, 2014), (2010, 2014)), method="ols")
+    assert len(two) == 4
+    with pytest.raises(ValueError, match="missing columns \\['rate_per_1000'\\]"):
+        fit_series_trends(rows, ["region_code", "indicator"])

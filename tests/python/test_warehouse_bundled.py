@@ -1,17 +1,139 @@
-"""The warehouse built by the real dbt CLI on the bundled real data gives the known figures."""
+"""The warehouse built by the real dbt CLI on the bundled real data (all of Chile) gives the
+known figures. Expectations come from the raw files read by a second reader (Python's csv
+module), from data/README.md and from INE/DEIS published totals."""
 
-from conftest import query
+import csv
+from collections import defaultdict
 
-RM_COMMUNES = 52
+import pytest
+
+from conftest import REPO_ROOT, query
+
+RAW = REPO_ROOT / "data" / "raw"
+INE_FILE = RAW / "ine_vital_statistics_chile_2010_2019.csv"
+DEIS_FILE = RAW / "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"
+COMMUNES, REGIONS, YEARS = 346, 16, range(2010, 2020)
 
 
-def test_every_rm_commune_has_ten_years_of_infant_mortality(bundled_warehouse):
+@pytest.fixture(scope="module")
+def by_hand():
+    """(commune, year) -> (births, all-age deaths, DEIS deaths aged 1+), read with csv, not DuckDB.
+    A commune-year the DEIS file does not list had no death aged 1+ (data/README.md)."""
+    ine = defaultdict(dict)
+    with open(INE_FILE, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            ine[(row["codigo_comuna"], int(row["anio"]))][row["evento"]] = int(row["cantidad"])
+    aged_1_plus = defaultdict(int)
+    with open(DEIS_FILE, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["Age group"] == "1+":
+                aged_1_plus[(row["CODIGO_COMUNA_RESIDENCIA"].zfill(5), int(row["Year"]))] += int(row["Death_count_all_cause"])
+    return {key: (events["nacimiento"], events["defuncion"], aged_1_plus[key]) for key, events in ine.items()}
+
+
+def test_every_commune_of_chile_has_ten_years_of_infant_mortality(bundled_warehouse):
     rows = query(
         bundled_warehouse,
-        "select count(distinct area_code), count(distinct year), count(*) "
+        "select count(distinct area_code), count(distinct year), count(*), count(distinct region_code) "
         "from marts.fct_rates_commune_year where area_level = 'commune' and indicator = 'imr'",
     )
-    assert rows == [(RM_COMMUNES, 10, RM_COMMUNES * 10)]
+    assert rows == [(COMMUNES, 10, COMMUNES * 10, REGIONS)]
+
+
+def test_commune_births_equal_the_national_file_every_commune_year(bundled_warehouse, by_hand):
+    rows = query(
+        bundled_warehouse,
+        "select area_code, year, live_births from marts.fct_rates_commune_year "
+        "where area_level = 'commune' and indicator = 'imr'",
+    )
+    assert {(code, year): births for code, year, births in rows} == {key: v[0] for key, v in by_hand.items()}
+
+
+def test_derived_deaths_are_ine_minus_deis_aged_1_plus_every_commune_year(bundled_warehouse, by_hand):
+    rows = query(
+        bundled_warehouse,
+        "select commune_code, year, deaths from intermediate.int_commune_year_counts where indicator = 'imr'",
+    )
+    assert {(code, year): deaths for code, year, deaths in rows} == {
+        key: all_ages - aged_1_plus for key, (_, all_ages, aged_1_plus) in by_hand.items()}
+    # Published wherever the rate is: the same number.
+    published = query(
+        bundled_warehouse,
+        "select area_code, year, deaths from marts.fct_rates_commune_year "
+        "where area_level = 'commune' and rate_per_1000 is not null",
+    )
+    assert len(published) > 3000
+    for code, year, deaths in published:
+        _, all_ages, aged_1_plus = by_hand[(code, year)]
+        assert deaths == all_ages - aged_1_plus
+
+
+def test_every_negative_and_no_birth_commune_year_is_audited_and_has_no_rate(bundled_warehouse, by_hand):
+    negative = {key for key, (_, a, d1) in by_hand.items() if a - d1 < 0}
+    no_births = {key for key, (b, _, _) in by_hand.items() if b == 0}
+    more_deaths_than_births = {key for key, (b, a, d1) in by_hand.items() if b > 0 and a - d1 > b}
+    assert (len(negative), len(no_births)) == (19, 24)  # data/README.md and issue 12
+    assert more_deaths_than_births == {("12103", 2018)}  # Río Verde: 4 derived deaths, 1 birth
+    audited = defaultdict(set)
+    for check, code, year in query(
+            bundled_warehouse,
+            "select check_name, commune_code, year from marts.audit_data_quality "
+            "where source = 'commune_year_counts' and affects_results"):
+        audited[check].add((code, year))
+    assert audited == {"negative_derived_count": negative, "no_live_births": no_births,
+                       "deaths_exceed_births": more_deaths_than_births}
+    unavailable = query(
+        bundled_warehouse,
+        "select area_code, year, unavailable_reason, deaths, rate_per_1000 from marts.fct_rates_commune_year "
+        "where area_level = 'commune' and unavailable_reason is not null",
+    )
+    assert {(code, year) for code, year, *_ in unavailable} == negative | no_births | more_deaths_than_births
+    assert all(deaths is None and rate is None for *_, deaths, rate in unavailable)
+
+
+def test_small_counts_stay_published_and_flagged_unreliable(bundled_warehouse, by_hand):
+    # Colchane 2010: 1 derived death in 8 births, 125 per 1000, above the plausibility bound but on
+    # fewer than 5 deaths: a legitimate small count.
+    births, all_ages, aged_1_plus = by_hand[("01403", 2010)]
+    assert (births, all_ages - aged_1_plus) == (8, 1)
+    (deaths, rate, unreliable, reason), = query(
+        bundled_warehouse,
+        "select deaths, rate_per_1000, is_unreliable, unavailable_reason from marts.fct_rates_commune_year "
+        "where area_code = '01403' and year = 2010",
+    )
+    assert (deaths, rate, unreliable, reason) == (1, 125.0, True, None)
+
+
+def test_deis_commune_years_not_listed_count_as_zero_deaths_aged_1_plus(bundled_warehouse, by_hand):
+    # Río Verde 2016: DEIS lists no death aged 1+, INE 3 deaths of all ages and 0 births.
+    rows = query(
+        bundled_warehouse,
+        "select deaths_aged_1_plus, infant_deaths_derived, live_births, is_missing_from_deis "
+        "from intermediate.int_ine__commune_year_counts where commune_code = '12103' and year = 2016",
+    )
+    assert rows == [(0, 3, 0, True)]
+    (listed,), = query(bundled_warehouse, "select count(*) from marts.audit_data_quality "
+                                          "where check_name = 'deis_commune_year_not_listed'")
+    deis_keys = set()
+    with open(DEIS_FILE, encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            deis_keys.add((row["CODIGO_COMUNA_RESIDENCIA"].zfill(5), int(row["Year"])))
+    assert listed == len(set(by_hand) - deis_keys) == 64
+
+
+def test_country_births_and_infant_mortality_every_year(bundled_warehouse, by_hand):
+    rows = query(
+        bundled_warehouse,
+        "select year, deaths, live_births, round(rate_per_1000, 2) from marts.fct_rates_commune_year "
+        "where area_level = 'country' and area_code = 'CL' and indicator = 'imr' order by year",
+    )
+    # DEIS national births series (data/README.md), and the national derivation 7.44 ... 6.53.
+    assert [births for _, _, births, _ in rows][:5] == [250643, 247358, 243635, 242005, 250997]
+    assert [rate for *_, rate in rows] == [7.44, 7.72, 7.44, 7.00, 7.40, 6.91, 7.04, 7.11, 6.73, 6.53]
+    assert rows[0][:3] == (2010, 1865, 250643)
+    for year, deaths, births, _ in rows:  # the signed sum of every commune-year (methods.md, "Input checks, plausibility and pooling")
+        assert deaths == sum(a - d1 for (_, y), (_, a, d1) in by_hand.items() if y == year)
+        assert births == sum(b for (_, y), (b, _, _) in by_hand.items() if y == year)
 
 
 def test_region_2010_is_721_deaths_in_101047_births(bundled_warehouse):
@@ -31,9 +153,28 @@ def test_region_rates_match_the_published_derivation_every_year(bundled_warehous
     rows = query(
         bundled_warehouse,
         "select round(rate_per_1000, 2) from marts.fct_rates_commune_year "
-        "where area_level = 'region' and indicator = 'imr' order by year",
+        "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year",
     )
     assert [r[0] for r in rows] == published
+
+
+def test_every_region_has_its_yearly_rates_comparisons_and_trends(bundled_warehouse):
+    rates = query(bundled_warehouse,
+                  "select count(distinct area_code), count(*), count(rate_per_1000) from marts.fct_rates_commune_year "
+                  "where area_level = 'region' and indicator = 'imr'")
+    assert rates == [(REGIONS, REGIONS * 10, REGIONS * 10)]  # every region-year is published
+    comparisons = query(bundled_warehouse,
+                        "select region_code, count(distinct commune_code), count(distinct period_label) "
+                        "from marts.fct_commune_vs_region where indicator = 'imr' group by 1 order by 1")
+    communes_per_region = query(bundled_warehouse,
+                                "select region_code, count(*) from marts.dim_commune group by 1 order by 1")
+    assert [(r, n) for r, n, _ in comparisons] == communes_per_region
+    assert all(periods == 3 for *_, periods in comparisons)
+    trends = query(bundled_warehouse,
+                   "select area_level, count(distinct area_code) from marts.fct_trends "
+                   "where indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                   "and area_level <> 'commune' group by 1 order by 1")
+    assert trends == [("country", 1), ("region", REGIONS)]
 
 
 def test_negative_derived_count_is_audited_and_has_no_rate(bundled_warehouse):
@@ -52,31 +193,31 @@ def test_negative_derived_count_is_audited_and_has_no_rate(bundled_warehouse):
     assert (deaths, rate, lower, reason) == (None, None, None, "negative_derived_count")
 
 
-def test_commune_interval_is_the_exact_poisson_interval_by_hand(bundled_warehouse):
+def test_commune_interval_is_the_exact_poisson_interval_by_hand(bundled_warehouse, by_hand):
     # Independencia 2010 by hand: INE births and all-age deaths minus DEIS deaths aged 1+.
     (deaths, births, rate, lower, upper), = query(
         bundled_warehouse,
         "select deaths, live_births, rate_per_1000, ci95_lower, ci95_upper from marts.fct_rates_commune_year "
         "where area_code = '13108' and year = 2010",
     )
-    ine = query(
-        bundled_warehouse,
-        "select sum(case when evento = 'nacimiento' then cantidad end), sum(case when evento = 'defuncion' then cantidad end) "
-        "from read_csv('data/raw/ine_vital_statistics_rm_2010_2019.csv') where codigo_comuna = 13108 and anio = 2010",
-    )
-    deis = query(
-        bundled_warehouse,
-        "select sum(Death_count_all_cause) from read_csv('data/raw/deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv') "
-        "where CODIGO_COMUNA_RESIDENCIA = 13108 and Year = 2010 and \"Age group\" = '1+'",
-    )
-    births_by_hand, all_deaths = ine[0]
+    births_by_hand, all_deaths, aged_1_plus = by_hand[("13108", 2010)]
     assert births == births_by_hand
-    assert deaths == all_deaths - deis[0][0]
+    assert deaths == all_deaths - aged_1_plus
     from scipy import stats
 
     assert rate == 1000 * deaths / births
     assert lower == stats.chi2.ppf(0.025, 2 * deaths) / 2 * 1000 / births
     assert upper == stats.chi2.ppf(0.975, 2 * deaths + 2) / 2 * 1000 / births
+
+
+def test_staged_lines_keep_their_file_and_exact_line_number(bundled_warehouse):
+    with open(INE_FILE, encoding="utf-8") as handle:
+        line_1234 = handle.readlines()[1233].rstrip("\n")
+    rows = query(bundled_warehouse,
+                 "select raw_line, source_file from staging.stg_ine__vital_statistics where source_line = 1234")
+    assert rows == [(line_1234, "data/raw/ine_vital_statistics_chile_2010_2019.csv")]
+    (lines,), = query(bundled_warehouse, "select max(source_line) from staging.stg_deis_aggregates__deaths_by_age_group")
+    assert lines == sum(1 for _ in open(DEIS_FILE, encoding="utf-8"))
 
 
 def test_dim_commune_has_all_346_communes_with_coordinates(bundled_warehouse):
@@ -97,29 +238,14 @@ def test_unreliable_flag_follows_the_death_count(bundled_warehouse):
     assert rows == [(0,)]
 
 
-def test_a_truncated_input_file_is_reported_not_silently_smaller(tmp_path):
-    # A file cut at a line boundary still parses; the missing commune-years must show up in the
-    # audit and the region's rate for those years must be unavailable, not computed on fewer communes.
-    import shutil
+def test_scope_regions_narrows_the_build_to_the_study_region_unchanged(bundled_warehouse, tmp_path):
+    from conftest import run_dbt
 
-    from conftest import REPO_ROOT, run_dbt
-
-    raw = tmp_path / "raw"
-    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
-    ine = raw / "ine_vital_statistics_rm_2010_2019.csv"
-    lines = ine.read_text(encoding="utf-8").splitlines(keepends=True)
-    ine.write_text("".join(lines[:-10]), encoding="utf-8")  # the last 5 communes of 2019 lost
-    path = tmp_path / "truncated.duckdb"
-    run_dbt(["build", "--exclude", "fct_trends"], path, {"raw_data_dir": str(raw)})
-
-    missing = query(
-        path,
-        "select count(*) from marts.audit_data_quality where check_name = 'commune_year_missing' and year = 2019",
-    )
-    assert missing == [(5,)]
-    region_2019 = query(
-        path,
-        "select rate_per_1000, unavailable_reason, communes_unavailable from marts.fct_rates_commune_year "
-        "where area_level = 'region' and year = 2019",
-    )
-    assert region_2019 == [(None, "region_incomplete", 5)]
+    path = tmp_path / "rm.duckdb"
+    run_dbt(["build", "--select", "+fct_rates_commune_year"], path, {"scope_regions": [13]})
+    sql = ("select area_level, area_code, year, deaths, live_births, rate_per_1000, unavailable_reason "
+           "from marts.fct_rates_commune_year where indicator = 'imr' {} order by all")
+    scoped = query(path, sql.format(""))
+    assert {(level, code[:2]) for level, code, *_ in scoped} == {("commune", "13"), ("region", "13")}  # no country
+    assert len(scoped) == 52 * 10 + 10
+    assert scoped == query(bundled_warehouse, sql.format("and region_code = '13'"))

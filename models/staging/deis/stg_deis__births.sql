@@ -1,7 +1,10 @@
-{{ config(enabled = var('vital_source') == 'deis_microdata', materialized = 'table') }}
+{{ config(materialized = 'table') }}
 
--- One row per record of the DEIS births base(s), nothing dropped. The commune is the mother's
--- commune of residence; record_problem says why a record cannot be counted in a commune-year.
+-- One row per record of the DEIS births base(s), nothing dropped. Counting needs only the year of
+-- birth and the mother's commune of residence; names and region come from the commune reference.
+-- Per-year bases carry the codes in force in their year, mapped to current codes by the
+-- crosswalk seed. record_problem says why a record cannot be counted in a commune-year, or what
+-- else is wrong with it (region disagreeing with the commune, impossible date).
 
 with records as (
     {{ deis_read('births', [
@@ -13,34 +16,51 @@ typed as (
     select
         source_file,
         source_line,
-        try_cast(trim(ano_nac) as integer) as birth_year,
-        try_cast(trim(mes_nac) as integer) as birth_month,
-        try_cast(trim(dia_nac) as integer) as birth_day,
+        source_layout,
+        {{ deis_year('ano_nac') }} as birth_year,
+        trim(ano_nac) as year_as_read,
+        {{ deis_year_problem('ano_nac') }} as year_problem,
+        {{ deis_whole_number('mes_nac') }} as birth_month,
+        {{ deis_whole_number('dia_nac') }} as birth_day,
+        -- Month and day are checked only when the file has them.
+        contains(source_columns, 'MES_NAC') and contains(source_columns, 'DIA_NAC') as has_date,
         {{ deis_sex('sexo') }} as sex,
-        try_cast(trim(peso) as integer) as weight_g,
-        try_cast(trim(talla) as integer) as length_cm,
-        try_cast(trim(semanas) as integer) as gestational_weeks,
-        try_cast(trim(edad_m) as integer) as mother_age,
-        {{ deis_commune_code('comuna') }} as commune_code,
+        {{ deis_whole_number('peso') }} as weight_g,
+        {{ deis_whole_number('talla') }} as length_cm,
+        {{ deis_whole_number('semanas') }} as gestational_weeks,
+        {{ deis_whole_number('edad_m') }} as mother_age,
+        {{ deis_commune_code('comuna') }} as commune_code_as_read,
         trim(glosa_comuna) as commune_name,
-        lpad(cast(try_cast(trim(region) as integer) as varchar), 2, '0') as region_code
+        lpad({{ deis_whole_number('region') }}::varchar, 2, '0') as region_code
     from records
 ),
 
-dated as (
+mapped as (
     select
-        *,
+        typed.*,
+        coalesce(crosswalk.new_code, typed.commune_code_as_read) as commune_code,
+        crosswalk.mapping as commune_code_mapping,
         try_cast(
-            cast(birth_year as varchar) || '-' || lpad(cast(birth_month as varchar), 2, '0')
-            || '-' || lpad(cast(birth_day as varchar), 2, '0') as date
+            cast(typed.birth_year as varchar) || '-' || lpad(cast(typed.birth_month as varchar), 2, '0')
+            || '-' || lpad(cast(typed.birth_day as varchar), 2, '0') as date
         ) as birth_date
     from typed
+    {{ deis_crosswalk_join('crosswalk', 'typed.commune_code_as_read', 'typed.birth_year', 'typed.source_layout') }}
+),
+
+checked as (
+    select
+        *,
+        {{ deis_commune_problem('commune_code_as_read', 'commune_code_mapping', 'commune_code') }} as commune_problem
+    from mapped
 )
 
 select
     source_file,
     source_line,
+    source_layout,
     birth_year,
+    year_as_read,
     birth_month,
     birth_day,
     birth_date,
@@ -49,11 +69,17 @@ select
     length_cm,
     gestational_weeks,
     mother_age,
-    commune_code,
+    commune_code_as_read,
+    case when commune_problem in ('commune_missing', 'commune_unparseable', 'commune_code_unmapped')
+        then null else commune_code end as commune_code,
+    commune_code_mapping,
     commune_name,
     region_code,
     coalesce(
-        {{ deis_commune_problem('commune_code') }},
-        case when birth_date is null then 'unparseable_date' end
+        year_problem,
+        commune_problem,
+        -- The region of a code as read is its first two digits (CUT), also for a historical code.
+        case when region_code is not null and region_code <> left(commune_code_as_read, 2) then 'region_mismatch' end,
+        case when has_date and birth_date is null then 'unparseable_date' end
     ) as record_problem
-from dated
+from checked

@@ -1,14 +1,75 @@
--- DEIS deaths by commune, year, sex and (overlapping) age group. The integer commune code
--- lost its leading zero for regions 01-09: pad it back to the 5-character CUT code.
-with source as (
-    select * from {{ source('deis_aggregates', 'deaths_by_age_group') }}
+-- One row per data line of the DEIS deaths-by-age-group file, with its file and exact line
+-- number, parsed strictly (macros/raw_text_files.sql): a malformed value is null and
+-- `parse_problem` says which. The integer commune code lost its leading zero for regions 01-09:
+-- 4 digits are padded back to the 5-character CUT code; any other length is malformed, never cut.
+-- A key (commune, year, sex, age group) read twice stops the build here, naming both lines.
+{% set header = 'CODIGO_COMUNA_RESIDENCIA,Year,Gender,Death_count_all_cause,Mean_age,Age group' %}
+with lines as (
+    {{ raw_text_lines(source('deis_aggregates', 'deaths_by_age_group'), header) }}
+),
+
+parsed as (
+    select
+        source_file,
+        source_line,
+        line,
+        len(fields) as field_count,
+        is_unterminated_last_line,
+        {{ commune_code('fields[1]') }} as commune_code,
+        {{ whole_number('fields[2]', '4') }} as year_number,
+        {{ year_in_range('fields[2]') }} as year,
+        case when trim(fields[3]) in ('Hombre', 'Mujer') then trim(fields[3]) end as sex,
+        {{ whole_number('fields[4]') }} as deaths,
+        case when regexp_full_match(trim(fields[5]), '[0-9]{1,3}([.][0-9]+)?')
+            then cast(trim(fields[5]) as double) end as mean_age_years,
+        case when trim(fields[6]) in ('1+', '18+', '75+') then trim(fields[6]) end as age_group
+    from lines
+),
+
+checked as (
+    select
+        *,
+        case
+            when trim(line) = '' then 'blank_line'
+            when field_count <> 6 then 'wrong_field_count'
+            when commune_code is null then 'commune_code_malformed'
+            when year_number is null then 'year_not_whole_number'
+            when year is null then 'year_out_of_range'
+            when sex is null then 'sex_unknown'
+            when deaths is null then 'count_not_whole_number'
+            when mean_age_years is null then 'mean_age_not_a_number'
+            when age_group is null then 'age_group_unknown'
+            when is_unterminated_last_line then 'last_line_unterminated'
+        end as parse_problem
+    from parsed
+),
+
+keyed as (
+    select
+        *,
+        count(*) over (partition by commune_code, year, sex, age_group) as key_rows,
+        min(source_line) over (partition by commune_code, year, sex, age_group) as key_first_line
+    from checked
 )
 
 select
-    lpad(trim("CODIGO_COMUNA_RESIDENCIA"), 5, '0') as commune_code,
-    cast("Year" as integer) as year,
-    trim("Gender") as sex,
-    trim("Age group") as age_group,
-    cast("Death_count_all_cause" as bigint) as deaths,
-    cast("Mean_age" as double) as mean_age_years
-from source
+    source_file,
+    source_line,
+    commune_code,
+    year,
+    sex,
+    age_group,
+    -- A count on a line with any problem is not used (the last line of a cut file may be cut).
+    case when parse_problem is null then deaths end as deaths,
+    mean_age_years,
+    parse_problem,
+    line as raw_line
+from keyed
+where (
+    case when key_rows > 1 and source_line > key_first_line and commune_code is not null
+            and year is not null and sex is not null and age_group is not null
+        then error('Duplicated row in ' || source_file || ' line ' || cast(source_line as varchar)
+            || ': same key as line ' || cast(key_first_line as varchar) || ' (commune=' || commune_code
+            || ' year=' || cast(year as varchar) || ' sex=' || sex || ' age_group=' || age_group
+            || '). Each key must appear once; remove the extra row.')
+    end) is null

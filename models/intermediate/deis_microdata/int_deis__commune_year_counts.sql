@@ -1,13 +1,18 @@
 -- Microdata mode: deaths under one year and live births per commune of residence and year,
 -- counted in one pass over each staging table. Records without a usable year or a known
 -- commune cannot be assigned; they are left out here and totalled in audit_data_quality.
-{{ config(enabled = var('vital_source') == 'deis_microdata') }}
+-- Historical codes (per-year bases) are counted under the current commune (seed
+-- commune_code_crosswalk); the audit counts the records mapped per old code.
+-- The input checks run first: a file whose lines were not all read, a malformed record (by
+-- default) or two births files of one year stop the build there.
+-- depends_on: {{ ref('int_deis__input_checks') }}
 
 with assignable_deaths as (
     select
         commune_code,
         year_of_death as year,
-        -- A death with a blank or unknown age unit is never read as years (deis_columns.sql).
+        -- A death with a blank or unknown age unit is never read as years; by default it is in no
+        -- infant indicator (deis_columns.sql, methods.md).
         case
             when age_class = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }} then 'infant_age_unknown'
             else age_class

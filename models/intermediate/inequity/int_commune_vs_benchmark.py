@@ -1,0 +1,17 @@
+"""Every commune against the best-off commune(s), as Chilean studies compare them (docs/methods.md
+section 5): `infant_mortality.inequality.benchmark_comparisons` on the pooled counts of
+fct_commune_vs_region. The vars `benchmark_min_deaths` and `benchmark_communes` arrive through
+the YAML `config:` and are validated by `parse_benchmark_vars` (errors name the var)."""
+
+from infant_mortality.inequality import benchmark_comparisons, parse_benchmark_vars
+
+COLUMNS = ["commune_code", "commune_name", "region_code", "region_name", "indicator",
+           "period_start", "period_end", "period_label", "n_years", "deaths", "live_births"]
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    min_deaths, listed = parse_benchmark_vars(dbt.config.get("benchmark_min_deaths"),
+                                              dbt.config.get("benchmark_communes"))
+    communes = dbt.ref("fct_commune_vs_region").df()[COLUMNS]
+    return benchmark_comparisons(communes, min_deaths, listed)

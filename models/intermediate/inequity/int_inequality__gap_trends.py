@@ -1,0 +1,37 @@
+"""Is the gap closing? Trend of the yearly log10(RII) per area, indicator, stratifier and
+analysis period (`infant_mortality.inequality.gap_trends`: fct_trends' shell
+`infant_mortality.trends.fit_series_trends` with the RII as the rate, plus the gap's own
+`gap_change`). The trend vars `trend_*` are read exactly as `int_trends.py` reads them, from
+the same YAML `config:` keys (a Python model cannot read project vars), so the two trend marts
+cannot be configured differently."""
+
+from infant_mortality.inequality import gap_trends
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    measures = dbt.ref("int_inequality__measures").df()
+    periods = dbt.ref("int_analysis_periods").df()
+    # Single years; a one-year custom period is a single year too (it is not repeated).
+    yearly = measures[(measures["period_start"] == measures["period_end"]) & (measures["measure"] == "RII")]
+    # A year whose RII is not estimable has a NULL rate; the measure's note says why.
+    yearly = yearly.assign(year=yearly["period_start"], rii=yearly["estimate"], rii_note=yearly["note"])
+    trends = gap_trends(
+        yearly,
+        periods,
+        reason="rii_note",
+        min_years=int(dbt.config.get("trend_min_years")),
+        zero_rate_policy=str(dbt.config.get("trend_zero_rate_policy")),
+        p_threshold=float(dbt.config.get("trend_p_threshold")),
+        ci_level=float(dbt.config.get("trend_ci_level")),
+        ci_critical=str(dbt.config.get("trend_ci_critical")),
+        method=str(dbt.config.get("trend_method")),
+        rhotype=str(dbt.config.get("trend_rhotype")),
+        gaps=str(dbt.config.get("trend_gaps")),
+    )
+    print(
+        f"int_inequality__gap_trends: {trends.attrs['n_series']} series "
+        f"({trends.attrs['n_fitted']} fitted by {trends.attrs['method_label']}), "
+        f"statistics {trends.attrs['fit_seconds']:.3f} s"
+    )
+    return trends

@@ -1,0 +1,18 @@
+"""D, R, PAR, PAF, avoidable deaths, SII, RII, CIX and the Poisson gradient (a, b) of every
+area, indicator, period and stratifier, computed by
+`infant_mortality.inequality.inequality_measures` from the ranked communes."""
+
+import time
+
+from infant_mortality.inequality import GROUP_KEYS, inequality_measures
+
+KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    membership = dbt.ref("int_inequality__membership").df()
+    start = time.perf_counter()
+    measures = inequality_measures(membership, KEYS)
+    print(f"int_inequality__measures: {len(measures)} rows in {time.perf_counter() - start:.2f} s")
+    return measures

@@ -1,0 +1,12 @@
+"""Pooled deaths, births and rate of each deprivation quintile (docs/methods.md section 5),
+computed by `infant_mortality.inequality.quintile_rates` from the ranked communes."""
+
+from infant_mortality.inequality import GROUP_KEYS, quintile_rates
+
+KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    membership = dbt.ref("int_inequality__membership").df()
+    return quintile_rates(membership, KEYS)

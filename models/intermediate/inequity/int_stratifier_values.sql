@@ -1,0 +1,64 @@
+-- Every covariate value as a stratifier: one row per line of the covariate files, named with
+-- the stratifier names of docs/methods.md section 5 (higher value = more deprived in all four).
+-- `problem` is null for a usable value; otherwise the row is kept here, audited
+-- (int_audit__covariates) and left out of every inequality measure.
+with income_poverty_2013 as (
+    select * from {{ ref('stg_covariates__income_poverty_2013') }}
+),
+
+social_priority_index_2019 as (
+    select * from {{ ref('stg_covariates__social_priority_index_2019') }}
+),
+
+poverty_2022 as (
+    select * from {{ ref('stg_covariates__poverty_2022') }}
+),
+
+communes as (
+    select commune_code, commune_name, region_code from {{ ref('stg_reference__communes') }}
+),
+
+all_values as (
+    select 'income_poverty_2013' as stratifier, commune_code, value_text, value, source_file, source_line
+    from income_poverty_2013
+    union all
+    select 'social_priority_index_2019', commune_code, value_text, value, source_file, source_line
+    from social_priority_index_2019
+    union all
+    select
+        case poverty_dimension
+            when 'income' then 'income_poverty_2022'
+            when 'multidimensional' then 'multidimensional_poverty_2022'
+        end,
+        commune_code, value_text, value, source_file, source_line
+    from poverty_2022
+),
+
+checked as (
+    select
+        all_values.*,
+        communes.commune_name,
+        communes.region_code,
+        count(*) over (partition by all_values.stratifier, all_values.commune_code) as n_rows_for_commune
+    from all_values
+    left join communes on all_values.commune_code = communes.commune_code
+)
+
+select
+    stratifier,
+    commune_code,
+    commune_name,
+    region_code,
+    value_text,
+    value,
+    source_file,
+    cast(source_line as bigint) as source_line,
+    -- All four covariates are percentages or 0-100 indices.
+    case
+        when stratifier is null then 'stratifier_unknown'
+        when region_code is null then 'commune_unknown'
+        when n_rows_for_commune > 1 then 'commune_duplicated'
+        when value is null then 'value_not_numeric'
+        when value < 0 or value > 100 or isnan(value) then 'value_out_of_range'
+    end as problem
+from checked

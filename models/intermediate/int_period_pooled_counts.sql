@@ -1,0 +1,100 @@
+-- The one pooling rule of the warehouse (methods.md section 3): over an analysis period, deaths
+-- and live births are summed over the years in which the rate is available, and the pooled
+-- rate is sum(deaths) / sum(births) with exact Poisson limits; never an average of yearly rates.
+-- It pools the published yearly rows (fct_rates_commune_year), so "available" means exactly
+-- "has a published rate". Two kinds of pool, by the years they cover:
+--   area_years     every area (commune, region, country) over the years its own rate is
+--                  available: the region's and country's period rates (fct_area_period_rates);
+--   commune_years  a commune and its region over the years BOTH rates are available, so the
+--                  rest of the region (region - commune) covers the same years on both sides
+--                  (fct_commune_vs_region). pool_key is the commune.
+with periods as (
+    select period_start, period_end, period_label from {{ ref('int_analysis_periods') }}
+),
+
+yearly as (
+    select
+        area_level, area_code, area_name, region_code, indicator, year, deaths, live_births,
+        rate_per_1000 is not null as is_available
+    from {{ ref('fct_rates_commune_year') }}
+),
+
+area_years as (
+    select 'area_years' as pool, area_code as pool_key, *, is_available as is_pooled
+    from yearly
+),
+
+commune_region_years as (
+    select
+        commune.area_code as commune_code,
+        commune.indicator,
+        commune.year,
+        commune.is_available and coalesce(region.is_available, false) as is_pooled
+    from yearly as commune
+    left join yearly as region
+        on region.area_level = 'region'
+        and commune.region_code = region.area_code
+        and commune.indicator = region.indicator
+        and commune.year = region.year
+    where commune.area_level = 'commune'
+),
+
+-- The areas a commune's pool sums: the commune itself and its region.
+commune_pool_members as (
+    select distinct area_code as commune_code, 'commune' as member_level, area_code as member_code
+    from yearly
+    where area_level = 'commune'
+    union all
+    select distinct area_code, 'region', region_code
+    from yearly
+    where area_level = 'commune'
+),
+
+-- Their yearly rows, each flagged with the commune's pooled years.
+commune_years as (
+    select 'commune_years' as pool, pooling.commune_code as pool_key, yearly.*, pooling.is_pooled
+    from commune_region_years as pooling
+    inner join commune_pool_members as members
+        on pooling.commune_code = members.commune_code
+    inner join yearly
+        on yearly.area_level = members.member_level
+        and yearly.area_code = members.member_code
+        and yearly.indicator = pooling.indicator
+        and yearly.year = pooling.year
+),
+
+pool_years as (
+    select * from area_years
+    union all
+    select * from commune_years
+),
+
+pooled as (
+    select
+        pool_years.pool,
+        pool_years.pool_key,
+        pool_years.area_level,
+        pool_years.area_code,
+        max(pool_years.area_name) as area_name,
+        max(pool_years.region_code) as region_code,
+        pool_years.indicator,
+        periods.period_start,
+        periods.period_end,
+        periods.period_label,
+        count(case when pool_years.is_pooled then 1 end) as n_years,
+        periods.period_end - periods.period_start + 1 as n_years_in_period,
+        sum(case when pool_years.is_pooled then pool_years.deaths end) as deaths,
+        sum(case when pool_years.is_pooled then pool_years.live_births end) as live_births
+    from pool_years
+    inner join periods
+        on pool_years.year between periods.period_start and periods.period_end
+    group by pool_years.pool, pool_years.pool_key, pool_years.area_level, pool_years.area_code,
+        pool_years.indicator, periods.period_start, periods.period_end, periods.period_label
+)
+
+select
+    *,
+    {{ rate_per_1000('deaths', 'live_births') }} as rate_per_1000,
+    {{ poisson_rate_limit('lower', 'deaths', 'live_births') }} as ci95_lower,
+    {{ poisson_rate_limit('upper', 'deaths', 'live_births') }} as ci95_upper
+from pooled

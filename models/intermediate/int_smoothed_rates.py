@@ -1,0 +1,15 @@
+"""Empirical Bayes smoothed commune rates (docs/methods.md section 6).
+
+Reads each commune's pooled counts exactly as `fct_commune_vs_region` pools them and the
+neighbour pairs of `dim_commune_neighbours`; the statistics are
+`infant_mortality.smoothing.smooth_commune_rates` (tested with pytest).
+"""
+
+from infant_mortality.smoothing import smooth_commune_rates
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    pooled = dbt.ref("fct_commune_vs_region").df()
+    neighbours = dbt.ref("dim_commune_neighbours").df()
+    return smooth_commune_rates(pooled, neighbours)

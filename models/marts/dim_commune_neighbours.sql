@@ -1,0 +1,7 @@
+-- Queen contiguity of the commune polygons, both directions of every pair (computed by
+-- int_commune_neighbours; docs/methods.md section 6). Islands have no row.
+select
+    cast(commune_code as varchar) as commune_code,
+    cast(neighbour_code as varchar) as neighbour_code,
+    cast(gap_m as double) as gap_m
+from {{ ref('int_commune_neighbours') }}

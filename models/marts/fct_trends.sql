@@ -1,0 +1,33 @@
+-- The trend mart: the rows of int_trends (a Python model: dbt cannot put a contract on it)
+-- under an enforced contract, in the column order readers know.
+with trends as (
+    select * from {{ ref('int_trends') }}
+)
+
+select
+    area_level,
+    area_code,
+    area_name,
+    region_code,
+    indicator,
+    cast(period_start as bigint) as period_start,
+    cast(period_end as bigint) as period_end,
+    cast(n_years as bigint) as n_years,
+    cast(n_years_used as bigint) as n_years_used,
+    cast(n_zero_years as bigint) as n_zero_years,
+    slope_log10,
+    intercept_log10,
+    slope_se,
+    t_stat,
+    p_value,
+    rho,
+    cast(iterations as bigint) as iterations,
+    converged,
+    dw_original,
+    dw_transformed,
+    apc,
+    apc_ci95_lower,
+    apc_ci95_upper,
+    trend,
+    note
+from trends

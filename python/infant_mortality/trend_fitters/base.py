@@ -1,0 +1,79 @@
+"""What every trend fitter returns to the shell ``infant_mortality.trends``.
+
+A fitter regresses y = log10(rate) on year for many series at once and decides, with rules of
+its own method, which fits say something (estimability) and what the reader must know about a
+fit (notes). The shell owns everything that does not depend on the method: the series x
+period grid, which years are usable, the zero-rate policy, the minimum number of years, the
+APC and its interval, the trend class, the notes about the data, and the output types.
+
+A fitter is a class with
+
+* ``label`` -- the method's name for logs (``"Prais-Winsten"``);
+* ``min_years_floor`` -- the fewest usable years for which the method can say anything about
+  a trend (``min_years`` below it is refused);
+* ``fit(y, year, series) -> SeriesFits`` -- flat arrays of equal length (long format, any row
+  order, years unique within a series, y finite); results per unique series label in sorted
+  order, as :class:`SeriesFits`.
+
+Its constructor takes keyword options; the shell passes only the options the class declares
+(``dataclasses.fields``), so an option of another method (``rhotype`` for OLS) is not used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Mart columns a fitter may fill besides the common statistics (null when it does not).
+METHOD_COLUMNS = ("rho", "iterations", "converged", "dw_original", "dw_transformed")
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesFits:
+    """One fit per series label (``series``, sorted), arrays aligned with it.
+
+    ``intercept`` is on the raw-year scale (Stata's ``_cons``: the fitted log10 rate at year t
+    is intercept + slope * t). ``df_resid`` is the residual degrees of freedom used for the
+    slope's t statistic (the shell uses it for the APC interval). ``estimable`` False means
+    the statistics say nothing (the shell nulls them and calls the trend ``not_estimable``);
+    ``notes`` holds, per series, first why it is not estimable (when it is not), then what a
+    reader must know about the fit, one sentence each. ``columns`` holds the method's own mart
+    columns, named in :data:`METHOD_COLUMNS`.
+    """
+
+    series: np.ndarray
+    intercept: np.ndarray
+    slope: np.ndarray
+    slope_se: np.ndarray
+    t_stat: np.ndarray
+    p_value: np.ndarray
+    df_resid: np.ndarray
+    estimable: np.ndarray
+    notes: list[list[str]]
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    elapsed_seconds: float = 0.0
+
+    def __post_init__(self):
+        n = len(self.series)
+        for name in ("intercept", "slope", "slope_se", "t_stat", "p_value", "df_resid", "estimable"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"SeriesFits.{name} has {len(getattr(self, name))} entries for {n} series")
+        if len(self.notes) != n:
+            raise ValueError(f"SeriesFits.notes has {len(self.notes)} entries for {n} series")
+        unknown = set(self.columns) - set(METHOD_COLUMNS)
+        if unknown:
+            raise ValueError(f"SeriesFits.columns has unknown columns {sorted(unknown)}; allowed {METHOD_COLUMNS}")
+
+    def __len__(self) -> int:
+        return int(len(self.series))
+
+
+def consecutive_breaks(year: np.ndarray, series: np.ndarray) -> np.ndarray:
+    """Per sorted unique series label: how many times the fitted years skip a year."""
+    labels, codes = np.unique(series, return_inverse=True)
+    order = np.lexsort((year, codes))
+    c, y = codes[order], np.asarray(year, dtype=float)[order]
+    brk = np.zeros(len(c), dtype=bool)
+    brk[1:] = (c[1:] == c[:-1]) & (np.diff(y) != 1)
+    return np.bincount(c[brk], minlength=len(labels))

@@ -1,0 +1,107 @@
+"""Prais-Winsten (and Cochrane-Orcutt) trend fitter: ``prais_winsten_trend_batch`` plus the
+rules that only make sense for an AR(1) fit (docs/methods.md section 4).
+
+* Degrees of freedom: the residual df of the final transformed regression (n - 2; one less
+  when Cochrane-Orcutt is used or |rho| >= 1 dropped the first observation, as in Stata's own
+  interval).
+* Estimability: a fit says nothing when the final transformed regression keeps fewer than 4
+  rows (|rho| >= 1 drops the first row of each run of years, and a short gappy series can end
+  with 3 rows for 2 parameters and a near-exact fit, se ~ 0, p ~ 0), when it fits exactly
+  (se = 0), or when no residual degree of freedom is left / the transformed design is
+  singular (rho = 1).
+* ``min_years_floor``: 4 (5 for Cochrane-Orcutt). With 3 years the Prais-Winsten iteration
+  always runs to rho = -1 (the OLS residuals of 3 points are proportional to (1, -2, 1)), and
+  Cochrane-Orcutt on 4 years keeps 3 rows: neither says anything about a trend.
+* Notes: time gaps (rho restarted at each gap, or rows treated as consecutive), |rho| >= 1,
+  non-convergence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from infant_mortality.prais_winsten import _check_options, prais_winsten_trend_batch
+from infant_mortality.trend_fitters.base import SeriesFits, consecutive_breaks
+
+
+@dataclass(frozen=True)
+class PraisWinstenFitter:
+    """Iterated Prais-Winsten (``method="prais"``) or Cochrane-Orcutt (``"corc"``), as Stata
+    ``prais y year`` with the options of :func:`infant_mortality.prais_winsten.prais_winsten`."""
+
+    method: str = "prais"
+    rhotype: str = "regress"
+    twostep: bool = False
+    tol: float = 1e-6
+    max_iter: int = 100
+    gaps: str = "restart"
+
+    def __post_init__(self):
+        _check_options(self.method, self.rhotype, self.tol, self.max_iter, self.gaps)
+
+    @property
+    def label(self) -> str:
+        return "Prais-Winsten" if self.method == "prais" else "Cochrane-Orcutt"
+
+    @property
+    def min_years_floor(self) -> int:
+        return 5 if self.method == "corc" else 4
+
+    def fit(self, y, year, series) -> SeriesFits:
+        fit = prais_winsten_trend_batch(
+            y, year, series, method=self.method, rhotype=self.rhotype, twostep=self.twostep,
+            tol=self.tol, max_iter=self.max_iter, gaps=self.gaps)
+        se, p_value, rho = fit.slope_se, fit.p_value, fit.rho
+        df = fit.df_resid.astype(float)
+        fitted = np.isfinite(se) & np.isfinite(p_value) & (se >= 0)
+        too_few_final_rows = fitted & (df < 2)
+        perfect_fit = fitted & (se == 0)
+        estimable = fitted & ~too_few_final_rows & ~perfect_fit
+        n_gaps = consecutive_breaks(np.asarray(year, dtype=float), np.asarray(series))
+
+        notes = []
+        for i in range(len(fit)):
+            note = []
+            if too_few_final_rows[i]:
+                note.append(f"not estimable: the final transformed regression kept {int(df[i] + 2)} "
+                            f"observations for 2 parameters (|rho| = {abs(rho[i]):.3g} >= 1 dropped the "
+                            "first of each run of years)")
+            elif perfect_fit[i]:
+                note.append("not estimable: the transformed regression fits exactly (residual variance 0)")
+            elif not estimable[i]:
+                note.append("not estimable: no residual degrees of freedom left in the transformed "
+                            "regression" if df[i] <= 0
+                            else "not estimable: singular transformed regression (rho = 1)")
+            if n_gaps[i] > 0:
+                note.append("years used are not consecutive: " + (
+                    "rho computations restarted at each gap (Stata tsset convention)"
+                    if self.gaps == "restart" else "treated as consecutive observations"))
+            if fit.rho_out_of_bounds[i] and estimable[i]:
+                note.append(f"|rho| >= 1 ({rho[i]:.6g}): first observation dropped in the final "
+                            "fit (Cochrane-Orcutt)")
+            if not fit.converged[i] and estimable[i]:
+                note.append(f"rho did not converge in {self.max_iter} iterations "
+                            "(statistics of the last iteration)")
+            notes.append(note)
+
+        return SeriesFits(
+            series=fit.series,
+            intercept=fit.intercept,
+            slope=fit.slope,
+            slope_se=se,
+            t_stat=fit.t_stat,
+            p_value=p_value,
+            df_resid=df,
+            estimable=estimable,
+            notes=notes,
+            columns={
+                "rho": rho,
+                "iterations": fit.iterations.astype(float),
+                "converged": fit.converged.astype(float),
+                "dw_original": fit.dw_original,
+                "dw_transformed": fit.dw_transformed,
+            },
+            elapsed_seconds=fit.elapsed_seconds,
+        )

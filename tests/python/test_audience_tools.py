@@ -1,0 +1,96 @@
+"""The tools of the people who read the warehouse, run for real on a published warehouse: the
+DuckDB command line from the environment, R (base R reading the CSV export; the Parquet files
+through R's arrow package is not installable here, so their types are checked against what
+arrow maps to R), and the commands the README gives."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO_ROOT, query
+
+DUCKDB_CLI = Path(sys.executable).with_name("duckdb")
+
+
+def test_the_duckdb_cli_comes_with_the_environment_and_reads_the_published_file(published_warehouse, tmp_path):
+    assert DUCKDB_CLI.exists(), "duckdb-cli is in requirements.lock: .venv/bin/duckdb"
+    # From another folder, read-only, as the README shows it.
+    result = subprocess.run(
+        [str(DUCKDB_CLI), "-readonly", "-csv", str(published_warehouse.path), "-c",
+         "select count(*) as communes from marts.dim_commune; "
+         "select round(rate_per_1000, 2) as tmi from marts.fct_rates_commune_year "
+         "where area_level = 'region' and indicator = 'imr' and year = 2010"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["communes", "346", "tmi", "7.14"]
+    # And the Parquet files, with no database at all.
+    parquet = published_warehouse.parquet / "fct_rates_commune_year.parquet"
+    rows = subprocess.run([str(DUCKDB_CLI), "-csv", "-c", f"select count(*) as n from '{parquet}'"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert rows.stdout.split() == ["n", str(query(published_warehouse.path,
+                                                  "select count(*) from marts.fct_rates_commune_year")[0][0])]
+    # Read-only means read-only.
+    write = subprocess.run([str(DUCKDB_CLI), "-readonly", str(published_warehouse.path), "-c",
+                            "create table marts.x as select 1"], capture_output=True, text=True, timeout=60)
+    assert write.returncode != 0 and "read-only" in (write.stdout + write.stderr)
+
+
+# What R's arrow package makes of each Parquet type (arrow's R type mapping).
+R_ARROW_TYPES = {"string": "character", "large_string": "character", "int32": "integer", "int64": "integer64/numeric",
+                 "double": "numeric", "float": "numeric", "bool": "logical", "date32[day]": "Date"}
+
+
+def test_parquet_exports_use_only_types_r_reads(published_warehouse):
+    """`arrow::read_parquet()` in R (documented in docs/querying.md) maps these types; no
+    unsigned, decimal or nested column that R would read as something surprising."""
+    files = sorted(published_warehouse.parquet.glob("*.parquet"))
+    assert files
+    for path in files:
+        schema = pq.read_schema(path)
+        odd = [f"{field.name}: {field.type}" for field in schema if str(field.type) not in R_ARROW_TYPES]
+        assert not odd, f"{path.name}: {odd}"
+        # Text is UTF-8 with the accents intact.
+    names = pq.read_table(published_warehouse.parquet / "dim_commune.parquet", columns=["commune_name"])
+    assert "Ñuñoa" in names.column("commune_name").to_pylist()
+
+
+RSCRIPT = shutil.which("Rscript")
+
+
+@pytest.mark.skipif(RSCRIPT is None, reason="R is not installed (.ci/run installs r-base-core)")
+def test_r_reads_the_csv_export_with_accents_and_numbers(published_warehouse, tmp_path):
+    csv_path = tmp_path / "comparison.csv"
+    excel_path = tmp_path / "comparison_excel.csv"
+    sql = ("select commune_code, commune_name, deaths, live_births, rate_per_1000, comparison "
+           "from marts.fct_commune_vs_region where indicator = 'imr' and period_label = '2010-2019' order by commune_code")
+    for target, extra in ((csv_path, []), (excel_path, ["--excel"])):
+        made = subprocess.run([sys.executable, "-m", "infant_mortality.query", "--warehouse",
+                               str(published_warehouse.path), "--csv", str(target), *extra, sql],
+                              capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+    script = textwrap.dedent("""
+        args <- commandArgs(trailingOnly = TRUE)
+        d <- read.csv(args[1], encoding = "UTF-8", colClasses = c(commune_code = "character"))
+        e <- read.csv(args[2], fileEncoding = "UTF-8-BOM", colClasses = c(commune_code = "character"))
+        stopifnot(identical(names(d), names(e)))
+        cat(nrow(d), names(d)[1], class(d$rate_per_1000), class(d$deaths), "\\n")
+        cat(d$commune_name[d$commune_code == "13120"], sprintf("%.4f", sum(d$deaths) / sum(d$live_births) * 1000), "\\n")
+    """)
+    result = subprocess.run([RSCRIPT, "-e", script, str(csv_path), str(excel_path)],
+                            capture_output=True, text=True, timeout=120, env={**os.environ, "LANG": "C.UTF-8"})
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.strip().splitlines()
+    assert first.split() == ["52", "commune_code", "numeric", "integer"]
+    expected = query(published_warehouse.path, "select sum(deaths) * 1000.0 / sum(live_births) "
+                                               "from marts.fct_commune_vs_region "
+                                               "where indicator = 'imr' and period_label = '2010-2019'")[0][0]
+    name, rate = second.rsplit(" ", 1)
+    assert name == "Ñuñoa" and float(rate) == pytest.approx(expected, abs=1e-4)

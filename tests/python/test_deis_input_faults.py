@@ -1,0 +1,230 @@
+"""Fault injection on generated DEIS microdata (issue 18): every case is built for real by dbt.
+
+The promise: every published rate equals what the clean input gives, or is unavailable with an
+audit row naming the cell (tests/python/promise.py); otherwise the build stops with a message
+naming the file and the line. One clean build is shared by the module; each case mutates a copy
+of the generated files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, query, run_dbt
+from infant_mortality.generate_deis import Options, generate
+from promise import check_promise
+
+# Arica y Parinacota: 4 communes, two years; small enough for a dozen builds.
+DEATHS = "synthetic_deis_deaths_2018_2019.csv"
+STOP_SELECT = ["build", "--indirect-selection", "cautious", "--select", "+int_deis__input_checks"]
+
+
+def micro_vars(deaths: Path, births: Path, cache: Path, **extra) -> dict:
+    return {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
+            "deis_births_path": str(births), "deis_cache_dir": str(cache), **extra}
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """The generated files and the warehouse built from them, untouched."""
+    tmp = tmp_path_factory.mktemp("faults_clean")
+    generate(Options(out_dir=tmp / "files", regions=("15",), years=(2018, 2019), project_dir=REPO_ROOT))
+    database = tmp / "clean.duckdb"
+    run_dbt(["build"], database, micro_vars(tmp / "files" / DEATHS, tmp / "files" / "nacimientos", tmp / "cache"))
+    return tmp / "files", database
+
+
+def copy_inputs(clean, tmp_path: Path) -> Path:
+    files, _ = clean
+    target = tmp_path / "files"
+    shutil.copytree(files, target)
+    return target
+
+
+def edit_line(path: Path, number: int, edit) -> str:
+    """Replace line `number` (1-based) by edit(fields) joined by ';'; return the old line."""
+    lines = path.read_bytes().decode("latin-1").split("\n")
+    old = lines[number - 1]
+    fields = old.split(";")
+    lines[number - 1] = ";".join(edit(fields))
+    path.write_bytes("\n".join(lines).encode("latin-1"))
+    return old
+
+
+def assert_stops(tmp_path: Path, deaths: Path, births: Path, *expected: str, select=STOP_SELECT, **extra):
+    result = run_dbt(select, tmp_path / "faulted.duckdb", micro_vars(deaths, births, tmp_path / "cache", **extra),
+                     check=False)
+    assert result.returncode != 0, "the build should have stopped"
+    for text in expected:
+        assert text in result.stdout, (text, result.stdout[-3000:])
+    return result.stdout
+
+
+def assert_promise(clean, tmp_path: Path, deaths: Path, births: Path) -> Path:
+    database = tmp_path / "faulted.duckdb"
+    run_dbt(["build"], database, micro_vars(deaths, births, tmp_path / "cache"))
+    assert check_promise(clean[1], database) == []
+    return database
+
+
+# --- Class 1: strict parsing (codes, ages, years are whole numbers; codes 4-5 digits) ---------
+
+MALFORMED = [  # (line, column, value, record_problem)
+    (7, 5, "15101.9", "commune_unparseable"),   # once counted in 15102 by a cast
+    (9, 5, "151012", "commune_unparseable"),    # once cut to 5 digits
+    (11, 4, "1.5", "age_unparseable"),          # once read as 2 days
+    (13, 0, "2109", "year_out_of_range"),       # a year typo
+    (15, 0, "2.018", "year_unparseable"),
+]
+
+
+def mutate(deaths: Path) -> None:
+    for line, column, value, _ in MALFORMED:
+        edit_line(deaths, line, lambda f, c=column, v=value: f[:c] + [v] + f[c + 1:])
+
+
+def test_a_malformed_value_stops_the_build_naming_file_and_line(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    deaths = files / DEATHS
+    mutate(deaths)
+    assert_stops(tmp_path, deaths, files / "nacimientos", f"{deaths} line 7: commune_unparseable",
+                 "COMUNA=15101.9", "5 malformed record(s) in all")
+
+
+def test_with_the_audit_policy_malformed_records_are_audited_and_counted_nowhere(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    deaths = files / DEATHS
+    mutate(deaths)
+    database = tmp_path / "audit.duckdb"
+    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_data_quality"], database,
+            micro_vars(deaths, files / "nacimientos", tmp_path / "cache", deis_malformed_records="audit"))
+    rows = query(database, "select source_line, check_name, observed_value, affects_results "
+                           "from marts.audit_data_quality where source_file = ? order by source_line", [str(deaths)])
+    assert [(line, check, affects) for line, check, _, affects in rows] == [
+        (line, problem, True) for line, _, _, problem in MALFORMED]
+    for (_, _, observed, _), (_, _, value, _) in zip(rows, MALFORMED):
+        assert value in observed
+    assigned = query(database, "select count(*) from intermediate.int_deis__commune_year_counts")
+    assert assigned[0][0] > 0
+    (counted,), = query(database, f"""
+        select count(*) from staging.stg_deis__deaths
+        where source_line in ({", ".join(str(m[0]) for m in MALFORMED)})
+          and {{assignable}}""".replace("{assignable}", "record_problem is null"))
+    assert counted == 0
+
+
+# --- Class 5: files -------------------------------------------------------------------------
+
+def test_an_unknown_extension_in_a_folder_stops_the_build(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    (files / "nacimientos" / "notas.xlsx").write_bytes(b"PK\x03\x04 not read")
+    assert_stops(tmp_path, files / DEATHS, files / "nacimientos", "notas.xlsx: unknown file type")
+
+
+def test_a_second_copy_of_a_births_file_stops_the_build(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    births = files / "nacimientos"
+    shutil.copy(births / "synthetic_deis_births_2018.csv", births / "synthetic_deis_births_2018 (1).csv")
+    assert_stops(tmp_path, files / DEATHS, births, "synthetic_deis_births_2018 (1).csv", "identical content")
+
+
+def test_a_zip_holding_the_same_csv_twice_stops_the_build(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    archive = tmp_path / "deaths.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(files / DEATHS, DEATHS)
+        z.write(files / DEATHS, "copia/" + DEATHS)
+    assert_stops(tmp_path, archive, files / "nacimientos", "identical content", f"deaths.zip/copia/{DEATHS}")
+
+
+def test_two_births_files_of_one_year_stop_the_build(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    births = files / "nacimientos"
+    other = births / "nac_2018_segunda_entrega.csv"
+    shutil.copy(births / "synthetic_deis_births_2018.csv", other)
+    edit_line(other, 2, lambda f: f[:7] + ["51"] + f[8:])   # mother's age: not a byte copy
+    assert_stops(tmp_path, files / DEATHS, births, "year 2018 is in 2 files", "nac_2018_segunda_entrega.csv line 2",
+                 select=STOP_SELECT)
+
+
+def test_gzip_blank_line_and_quote_led_field_give_the_clean_numbers_and_exact_lines(clean, tmp_path):
+    # Three faults in one build (each once broke the promise): the deaths file gzipped in a
+    # folder (once skipped silently), a blank line (once shifted every later source_line) and a
+    # field starting with a quote (once merged the following lines into one record).
+    files = copy_inputs(clean, tmp_path)
+    deaths = files / DEATHS
+    edit_line(deaths, 5, lambda f: f[:6] + ['"' + f[6]] + f[7:])   # unbalanced quote in the name
+    lines = deaths.read_bytes().split(b"\n")
+    folder = tmp_path / "deaths"
+    folder.mkdir()
+    with gzip.open(folder / (DEATHS + ".gz"), "wb") as sink:
+        sink.write(b"\n".join(lines[:10] + [b""] + lines[10:]))   # line 11 is now blank
+    database = assert_promise(clean, tmp_path, folder, files / "nacimientos")
+    staged = dict(query(database, "select source_line, commune_name || ';' || age_amount_as_read "
+                                  "from staging.stg_deis__deaths where source_line in (5, 10, 12, 13)"))
+    for number, original in ((5, lines[4]), (10, lines[9]), (12, lines[10]), (13, lines[11])):
+        fields = original.decode("latin-1").split(";")
+        assert staged[number] == f"{fields[6]};{fields[4]}", number
+    assert staged[5].startswith('"')
+    entries = query(database, "select entry, action, blank_lines, records_read = records_expected "
+                              "from marts.audit_input_files where input = 'deis_deaths'")
+    assert entries == [(str(folder / (DEATHS + ".gz")), "read", 1, True)]
+
+
+# --- Security: ZIP members are confined to the cache and bounded ----------------------------
+
+def test_zip_slip_is_refused_by_the_build_and_by_the_command_line_check(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    archive = tmp_path / "slip.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("../../escaped.csv", (files / DEATHS).read_bytes()[:2000])
+    assert_stops(tmp_path, archive, files / "nacimientos", "zip slip")
+    check = subprocess.run([sys.executable, "-m", "infant_mortality.deis_files", "deaths", str(archive),
+                            "--cache-dir", str(tmp_path / "cli_cache")], capture_output=True, text=True)
+    assert check.returncode == 1 and "zip slip" in check.stdout
+    assert not list(tmp_path.rglob("escaped.csv")) and not (tmp_path.parent / "escaped.csv").exists()
+
+
+def test_a_zip_bomb_is_refused_before_it_is_unpacked(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    archive = tmp_path / "bomb.zip"
+    zeros = bytes(16 * 1024 * 1024)
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z, z.open("defunciones.csv", "w", force_zip64=True) as m:
+        for _ in range(70):   # 1.1 GB of NULs
+            m.write(zeros)
+    assert archive.stat().st_size < 2_000_000
+    assert_stops(tmp_path, archive, files / "nacimientos", "bomb.zip/defunciones.csv", "ZIP bomb")
+    unpacked = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert unpacked == 0
+
+
+# --- The pieces, without dbt ----------------------------------------------------------------
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+def test_blank_lines_are_found_wherever_chunks_split_them(tmp_path, monkeypatch, chunk):
+    from infant_mortality import deis_files
+    monkeypatch.setattr(deis_files, "CHUNK", chunk)
+    path = tmp_path / "f.csv"
+    path.write_bytes(b"\na;b\n\n\nc;d\r\n\r\ne;f\n\n")   # blank: 1, 3, 4, 6, 8; 8 lines
+    lines, blank, _, size = deis_files.scan_lines(str(path))
+    assert (lines, blank, size) == (8, (1, 3, 4, 6, 8), 19)
+    path.write_bytes(b"a;b\nc;d")                       # last line without its line end
+    assert deis_files.scan_lines(str(path))[:2] == (2, ())
+
+
+@pytest.mark.parametrize("name", ["../x.csv", "/etc/x.csv", "a/../../x.csv", "C:/x.csv", "..\\x.csv"])
+def test_every_way_out_of_the_cache_is_refused(tmp_path, name):
+    from infant_mortality import deis_files
+    archive = tmp_path / "a.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(name, "ANO_DEF\n")
+    with pytest.raises(deis_files.DeisFileError, match="zip slip"):
+        deis_files.inspect(str(archive), "deaths", cache_dir=tmp_path / "cache")
+    assert not [p for p in tmp_path.rglob("x.csv")]

@@ -1,0 +1,66 @@
+"""The GeoPackage written from the bundled build, read back with GDAL (pyogrio)."""
+
+from __future__ import annotations
+
+import pyogrio
+import pytest
+import shapely
+
+from conftest import query
+from infant_mortality.gis import write_geopackage
+
+
+@pytest.fixture(scope="module")
+def geopackage(bundled_warehouse, tmp_path_factory):
+    return write_geopackage(bundled_warehouse, tmp_path_factory.mktemp("gis") / "infant_mortality.gpkg")
+
+
+def _columns(warehouse, table):
+    return [r[0] for r in query(warehouse,
+        "select column_name from duckdb_columns() where schema_name = 'marts' and table_name = ? order by column_index",
+        [table])]
+
+
+def test_layers_crs_and_geometry_type(geopackage):
+    assert [tuple(layer) for layer in pyogrio.list_layers(geopackage)] == [
+        ("communes", "MultiPolygon"), ("commune_indicators", "MultiPolygon")]
+    for layer in ("communes", "commune_indicators"):
+        assert pyogrio.read_info(geopackage, layer=layer)["crs"] == "EPSG:4326"
+    assert not list(geopackage.parent.glob(".*partial*"))  # the temporary file was renamed away
+
+
+def test_communes_layer_has_every_commune_and_every_dim_commune_column(geopackage, bundled_warehouse):
+    _, table = pyogrio.read_arrow(geopackage, layer="communes")
+    columns = _columns(bundled_warehouse, "dim_commune")
+    assert table.column_names == [*columns, "geom"]
+    assert table.num_rows == query(bundled_warehouse, "select count(*) from marts.dim_commune")[0][0] == 346
+    geometry = dict(zip(table["commune_code"].to_pylist(), table["geom"].to_pylist()))
+    assert geometry["12202"] is None  # Antártica: no polygon, row kept
+    assert sum(g is not None for g in geometry.values()) == 345
+    santiago = shapely.from_wkb(geometry["13101"])
+    assert santiago.contains(shapely.Point(-70.6506, -33.4378))  # Plaza de Armas
+    names = dict(zip(table["commune_code"].to_pylist(), table["commune_name"].to_pylist()))
+    assert names["06204"] == query(bundled_warehouse,
+        "select commune_name from marts.dim_commune where commune_code = '06204'")[0][0]
+
+
+def test_indicators_layer_joins_comparison_and_smoothing_per_indicator_and_period(geopackage, bundled_warehouse):
+    _, table = pyogrio.read_arrow(geopackage, layer="commune_indicators")
+    compared = _columns(bundled_warehouse, "fct_commune_vs_region")
+    smoothed = _columns(bundled_warehouse, "fct_smoothed_rates")
+    assert table.column_names == [*compared, *[c for c in smoothed if c not in compared], "geom"]
+    assert table.num_rows == query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region")[0][0] == 156
+    assert table["geom"].null_count == 0
+    expected = dict(((r[0], r[1], r[2]), (r[3], r[4])) for r in query(bundled_warehouse, """
+        select commune_code, period_start, period_end, prob_exceeds_region, eb_global_rate_per_1000
+        from marts.fct_smoothed_rates where indicator = 'imr'"""))
+    got = zip(table["commune_code"].to_pylist(), table["period_start"].to_pylist(), table["period_end"].to_pylist(),
+              table["prob_exceeds_region"].to_pylist(), table["eb_global_rate_per_1000"].to_pylist())
+    for code, start, end, prob, eb in got:
+        assert (prob, eb) == pytest.approx(expected[(code, start, end)])
+    assert table["rank_in_region"].type.bit_width == 32 and str(table["is_unreliable"].type) == "bool"
+
+
+def test_missing_warehouse_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no warehouse"):
+        write_geopackage(tmp_path / "nope.duckdb", tmp_path / "x.gpkg")

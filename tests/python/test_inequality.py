@@ -1,0 +1,427 @@
+"""The inequality statistics (docs/methods.md section 5) against hand computations and second
+methods: ridits and quintiles, D, R, PAR, PAF and avoidable deaths worked out by hand on a
+small fixture; SII/RII against statsmodels' formula API and a hand-written IRLS; CIX against
+its closed form and a hand weighted least squares; the benchmark choice under both var
+settings; communes without a value or without births counted, never dropped silently."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.api as sm
+import statsmodels.formula.api as smf
+
+from infant_mortality.inequality import (
+    benchmark_comparisons,
+    classify_gap_change,
+    concentration_index,
+    gap_measures,
+    gap_trends,
+    inequality_measures,
+    parse_benchmark_vars,
+    poisson_gradient,
+    quintile_of_ridit,
+    quintile_rates,
+    rank_communes,
+    sii_rii,
+)
+
+Z = 1.959963984540054
+
+# Six ranked communes with 1000 births in all, one commune without a stratifier value and one
+# without births. Ordered most deprived first (value descending; 13102 and 13103 tie at 25 and
+# are ordered by code), the ridits are x = (births before + own / 2) / 1000:
+#   13101 v=30 n=100 d=2  x = 50/1000  = 0.050  q = 1 + floor(0.25)  = 1
+#   13108 v=28 n=80  d=1  x = 140/1000 = 0.140  q = 1 + floor(0.70)  = 1
+#   13102 v=25 n=220 d=4  x = 290/1000 = 0.290  q = 1 + floor(1.45)  = 2
+#   13103 v=25 n=200 d=1  x = 500/1000 = 0.500  q = 1 + floor(2.50)  = 3
+#   13104 v=10 n=150 d=1  x = 675/1000 = 0.675  q = 1 + floor(3.375) = 4
+#   13105 v=5  n=250 d=1  x = 875/1000 = 0.875  q = 1 + floor(4.375) = 5
+FIXTURE = [
+    # commune_code, value, live_births, deaths
+    ("13103", 25.0, 200, 1),
+    ("13101", 30.0, 100, 2),
+    ("13105", 5.0, 250, 1),
+    ("13102", 25.0, 220, 4),
+    ("13104", 10.0, 150, 1),
+    ("13108", 28.0, 80, 1),
+    ("13106", None, 80, 3),   # no value for the stratifier
+    ("13107", 12.0, 0, 0),    # no live births in the period
+]
+EXPECTED_RIDIT = {"13101": 0.05, "13108": 0.14, "13102": 0.29, "13103": 0.5, "13104": 0.675, "13105": 0.875}
+EXPECTED_QUINTILE = {"13101": 1, "13108": 1, "13102": 2, "13103": 3, "13104": 4, "13105": 5}
+
+
+def fixture_frame(rows=FIXTURE, **keys) -> pd.DataFrame:
+    base = {"area_level": "region", "area_code": "13", "indicator": "imr", "period_start": 2010,
+            "period_end": 2019, "stratifier": "income_poverty_2013"} | keys
+    return pd.DataFrame([{**base, "commune_code": c, "value": v, "live_births": n, "deaths": d}
+                         for c, v, n, d in rows])
+
+
+@pytest.fixture(scope="module")
+def ranked():
+    return rank_communes(fixture_frame())
+
+
+def test_ridits_quintiles_and_order_by_hand(ranked):
+    r = ranked.set_index("commune_code")
+    inside = r[r["exclusion_reason"].isna()]
+    assert inside["ridit"].to_dict() == pytest.approx(EXPECTED_RIDIT, abs=1e-12)
+    assert inside["quintile"].astype(int).to_dict() == EXPECTED_QUINTILE
+    # Most deprived first; the tie at 25 goes to the lower code.
+    assert inside.sort_values("deprivation_rank").index.tolist() == [
+        "13101", "13108", "13102", "13103", "13104", "13105"]
+    assert r.loc["13102", "births_before"] == 180
+
+
+def test_communes_without_value_or_births_are_kept_and_flagged(ranked):
+    r = ranked.set_index("commune_code")
+    assert r.loc["13106", "exclusion_reason"] == "no_value"
+    assert r.loc["13107", "exclusion_reason"] == "no_live_births"
+    assert pd.isna(r.loc["13106", "ridit"]) and pd.isna(r.loc["13107", "quintile"])
+    assert len(ranked) == len(FIXTURE)
+
+
+def test_quintile_of_ridit_edges():
+    assert quintile_of_ridit([0.0, 0.1999999, 0.2, 0.5, 0.8, 0.9999, 1.0]).tolist() == [1, 1, 2, 3, 5, 5, 5]
+    with pytest.raises(ValueError):
+        quintile_of_ridit(1.2)
+
+
+def test_negative_count_is_an_error_naming_the_commune():
+    rows = list(FIXTURE)
+    rows[0] = ("13103", 25.0, 200, -1)
+    with pytest.raises(ValueError, match="commune 13103"):
+        rank_communes(fixture_frame(rows))
+
+
+def test_quintile_rates_by_hand(ranked):
+    q = quintile_rates(ranked).set_index("quintile")
+    assert q["n_communes"].tolist() == [2, 1, 1, 1, 1]
+    assert q["deaths"].tolist() == [3, 4, 1, 1, 1]
+    assert q["live_births"].tolist() == [180, 220, 200, 150, 250]
+    assert q.loc[1, "rate_per_1000"] == pytest.approx(1000 * 3 / 180)
+    # Garwood limits of 3 deaths (methods.md section 2 test vector: 0.618672, 8.767273).
+    assert q.loc[1, "ci95_lower"] == pytest.approx(1000 * 0.618672 / 180, rel=1e-6)
+    assert q.loc[1, "ci95_upper"] == pytest.approx(1000 * 8.767273 / 180, rel=1e-6)
+    assert (q.loc[1, "value_min"], q.loc[1, "value_max"]) == (28.0, 30.0)
+
+
+def test_gap_measures_by_hand():
+    # q1: 3 deaths / 180 births (16.667 per 1000); q5: 1 / 250 (4); area: 10 / 1000 (10).
+    m = gap_measures(3, 180, 1, 250, 10, 1000)
+    se_d = 1000 * math.sqrt(3 / 180**2 + 1 / 250**2)
+    assert m["D"].estimate == pytest.approx(50 / 3 - 4)
+    assert (m["D"].lower, m["D"].upper) == pytest.approx((50 / 3 - 4 - Z * se_d, 50 / 3 - 4 + Z * se_d))
+    assert m["R"].estimate == pytest.approx(25 / 6)
+    se_log = math.sqrt(1 / 3 + 1 / 1)
+    assert m["R"].lower == pytest.approx(25 / 6 * math.exp(-Z * se_log))
+    # PAR = 10 - 4 = 6 per 1000; variance 1000^2 (9 / 1000^2 + 1 (1/250 - 1/1000)^2) = 9 + 9.
+    assert m["PAR"].estimate == pytest.approx(6.0)
+    assert (m["PAR"].lower, m["PAR"].upper) == pytest.approx((6 - Z * math.sqrt(18), 6 + Z * math.sqrt(18)))
+    # PAF = 100 * 6 / 10; the ratio 4 / 10 has log-scale variance 1/1 - 1/10.
+    assert m["PAF"].estimate == pytest.approx(60.0)
+    assert m["PAF"].lower == pytest.approx(100 * (1 - 0.4 * math.exp(Z * math.sqrt(0.9))))
+    assert m["PAF"].upper == pytest.approx(100 * (1 - 0.4 * math.exp(-Z * math.sqrt(0.9))))
+    # 6 per 1000 x 1000 births = 6 deaths = 10 observed - 4 expected at q5's rate.
+    assert m["avoidable_deaths"].estimate == pytest.approx(6.0)
+    assert m["avoidable_deaths"].upper == pytest.approx(6 + Z * math.sqrt(18))
+
+
+def test_gap_measures_empty_quintile_and_zero_deaths():
+    m = gap_measures(0, 0, 5, 500, 20, 1000)
+    assert all(math.isnan(e.estimate) for e in m.values())
+    assert "quintile 1 has no commune" in m["D"].note
+    m = gap_measures(3, 180, 0, 250, 10, 1000)
+    assert math.isnan(m["R"].estimate) and m["PAF"].estimate == 100.0 and math.isnan(m["PAF"].lower)
+
+
+def test_measures_table_uses_the_hand_quintiles_and_counts_left_out_communes(ranked):
+    table = inequality_measures(ranked).set_index("measure")
+    assert table.loc["D", "estimate"] == pytest.approx(50 / 3 - 4)
+    assert table.loc["PAF", "estimate"] == pytest.approx(60.0)
+    assert table.loc["avoidable_deaths", "estimate"] == pytest.approx(6.0)
+    assert set(table["n_communes"]) == {6}
+    assert set(table["n_communes_without_value"]) == {1}
+    assert set(table["n_communes_without_births"]) == {1}
+    assert set(table["deaths"]) == {10} and set(table["live_births"]) == {1000}
+
+
+def hand_irls(d, n, x, iterations=50):
+    """Newton-Raphson / IRLS for log E[d] = log n + a + b x, written out."""
+    X = np.column_stack([np.ones_like(x), x])
+    beta = np.array([math.log(d.sum() / n.sum()), 0.0])
+    for _ in range(iterations):
+        mu = n * np.exp(X @ beta)
+        beta = beta + np.linalg.solve(X.T @ (mu[:, None] * X), X.T @ (d - mu))
+    mu = n * np.exp(X @ beta)
+    cov = np.linalg.inv(X.T @ (mu[:, None] * X))
+    return beta, cov, float(np.sum((d - mu) ** 2 / mu))
+
+
+def gradient_data(seed=7, k=30, overdispersed=True):
+    rng = np.random.default_rng(seed)
+    n = rng.integers(500, 5000, size=k).astype(float)
+    order = np.argsort(rng.random(k))
+    n = n[order]
+    x = (np.cumsum(n) - n / 2) / n.sum()
+    lam = n * 0.008 * np.exp(-0.6 * x)
+    if overdispersed:
+        lam = lam * rng.gamma(4.0, 1 / 4.0, size=k)
+    return rng.poisson(lam).astype(float), n, x
+
+
+@pytest.mark.parametrize("overdispersed", [True, False])
+def test_sii_rii_against_the_formula_api_and_a_hand_irls(overdispersed):
+    d, n, x = gradient_data(overdispersed=overdispersed)
+    fit = poisson_gradient(d, n, x)
+    beta, cov, pearson = hand_irls(d, n, x)
+    assert (fit.a, fit.b) == pytest.approx(tuple(beta), rel=1e-8)
+    frame = pd.DataFrame({"d": d, "x": x, "logn": np.log(n)})
+    formula = smf.glm("d ~ x", frame, offset=frame["logn"],
+                      family=sm.families.Poisson()).fit()
+    assert fit.b == pytest.approx(formula.params["x"], rel=1e-8)
+    phi = pearson / (len(d) - 2)
+    assert fit.dispersion == pytest.approx(phi, rel=1e-8)
+    # Quasi-Poisson: the model covariance scaled by phi, never by less than 1.
+    assert fit.cov == pytest.approx(cov * max(1.0, phi), rel=1e-6)
+    assert (phi > 1) == overdispersed
+    m = sii_rii(fit)
+    a, b = beta
+    assert m["RII"].estimate == pytest.approx(math.exp(-b), rel=1e-8)
+    se_b = math.sqrt(cov[1, 1] * max(1.0, phi))
+    assert m["RII"].lower == pytest.approx(math.exp(-b - Z * se_b), rel=1e-6)
+    assert m["SII"].estimate == pytest.approx(1000 * (math.exp(a) - math.exp(a + b)), rel=1e-8)
+    # Delta method for SII, gradient of 1000 (e^a - e^(a+b)) written out.
+    g = 1000 * np.array([math.exp(a) - math.exp(a + b), -math.exp(a + b)])
+    se_sii = math.sqrt(g @ (cov * max(1.0, phi)) @ g)
+    assert m["SII"].upper == pytest.approx(m["SII"].estimate + Z * se_sii, rel=1e-6)
+    # Deprived communes die more here: SII > 0, RII > 1.
+    assert m["SII"].estimate > 0 and m["RII"].estimate > 1
+
+
+def test_gradient_not_estimable_cases():
+    n = np.array([100.0, 200.0, 300.0, 400.0])
+    x = (np.cumsum(n) - n / 2) / n.sum()
+    assert not poisson_gradient([0, 0, 0, 0], n, x).estimable
+    only_first = poisson_gradient([5, 0, 0, 0], n, x)
+    assert not only_first.estimable and "does not exist" in only_first.note
+    assert poisson_gradient([0, 5, 0, 0], n, x).estimable
+    assert "at least 3" in poisson_gradient([1, 2], n[:2], x[:2]).note
+    assert all(math.isnan(e.estimate) for e in sii_rii(only_first).values())
+
+
+def test_concentration_index_closed_form_and_regression_se(ranked):
+    inside = ranked[ranked["exclusion_reason"].isna()]
+    d, n, x = (inside[c].to_numpy(dtype=float) for c in ("deaths", "live_births", "ridit"))
+    cix = concentration_index(d, n, x)
+    # C = 2 sum(w r x) / mu - 1 = 2 sum(d x) / D - 1 = 2 (0.1 + 0.14 + 1.16 + 0.5 + 0.675 + 0.875) / 10 - 1.
+    assert cix.estimate == pytest.approx(-0.31, abs=1e-12)
+    # Convenient regression by hand: weighted least squares via the normal equations.
+    w = n / n.sum()
+    mu = float(w @ (d / n))
+    lhs = 2 * float(w @ (x - w @ x) ** 2) * (d / n) / mu
+    X = np.column_stack([np.ones_like(x), x])
+    xtwx = X.T @ (n[:, None] * X)
+    beta = np.linalg.solve(xtwx, X.T @ (n * lhs))
+    assert beta[1] == pytest.approx(-0.31, abs=1e-12)
+    resid = lhs - X @ beta
+    s2 = float(n @ resid**2) / (len(d) - 2)
+    se = math.sqrt(s2 * np.linalg.inv(xtwx)[1, 1])
+    assert (cix.lower, cix.upper) == pytest.approx((-0.31 - Z * se, -0.31 + Z * se), rel=1e-9)
+
+
+def test_concentration_index_signs():
+    n = np.full(5, 1000.0)
+    x = (np.arange(5) + 0.5) / 5
+    assert concentration_index([9, 7, 5, 3, 1], n, x).estimate < 0   # deaths among the deprived
+    assert concentration_index([1, 3, 5, 7, 9], n, x).estimate > 0
+    assert concentration_index([4, 4, 4, 4, 4], n, x).estimate == pytest.approx(0.0, abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# Benchmark
+# --------------------------------------------------------------------------------------------
+
+BENCH_ROWS = [
+    # commune, region, deaths, births: rates 2.5, 4, 5, 10, 6, 3 per 1000
+    ("13101", "13", 5, 2000),    # lowest rate of region 13 but only 5 deaths
+    ("13102", "13", 24, 6000),   # lowest rate among those with >= 20 deaths
+    ("13103", "13", 30, 6000),
+    ("13104", "13", 50, 5000),
+    ("05101", "05", 30, 5000),
+    ("05102", "05", 9, 3000),    # region 05: only 05101 has >= 20 deaths
+]
+
+
+def bench_frame():
+    return pd.DataFrame([{"commune_code": c, "commune_name": f"C{c}", "region_code": r,
+                          "indicator": "imr", "period_start": 2010, "period_end": 2014,
+                          "deaths": d, "live_births": n} for c, r, d, n in BENCH_ROWS])
+
+
+def test_benchmark_lowest_rate_with_minimum_deaths():
+    out = benchmark_comparisons(bench_frame(), 20, []).set_index("commune_code")
+    assert out.loc["13104", "benchmark_communes"] == "13102"
+    assert out.loc["05102", "benchmark_communes"] == "05101"
+    assert set(out["benchmark_rule"]) == {"lowest_rate_in_region"}
+    # 13104 against 13102: RT = 10 / 4, log-scale variance 1/50 + 1/24.
+    rt, se = 2.5, math.sqrt(1 / 50 + 1 / 24)
+    assert out.loc["13104", "rate_ratio"] == pytest.approx(rt)
+    assert out.loc["13104", "rate_ratio_ci95_lower"] == pytest.approx(rt * math.exp(-Z * se))
+    assert out.loc["13104", "attributable_percent"] == pytest.approx(60.0)
+    assert out.loc["13104", "attributable_percent_ci95_upper"] == pytest.approx(100 * (1 - 1 / (rt * math.exp(Z * se))))
+    se_rap = 1000 * math.sqrt(50 / 5000**2 + 24 / 6000**2)
+    assert out.loc["13104", "excess_rate_per_1000"] == pytest.approx(6.0)
+    assert out.loc["13104", "excess_rate_ci95_upper"] == pytest.approx(6 + Z * se_rap)
+    assert out.loc["13104", "excess_deaths"] == pytest.approx(50 - 5000 * 4 / 1000)
+    # The benchmark itself: RT 1 with no uncertainty, flagged.
+    assert out.loc["13102", "is_benchmark"] and out.loc["13102", "rate_ratio"] == pytest.approx(1.0)
+    assert out.loc["13102", "rate_ratio_ci95_lower"] == pytest.approx(1.0)
+    # With a lower threshold the 5-death commune becomes the benchmark.
+    low = benchmark_comparisons(bench_frame(), 5, []).set_index("commune_code")
+    assert low.loc["13104", "benchmark_communes"] == "13101"
+    # Nobody qualifies: no benchmark, said in the note.
+    none = benchmark_comparisons(bench_frame(), 100, []).set_index("commune_code")
+    assert none["benchmark_communes"].isna().all() and none["rate_ratio"].isna().all()
+    assert "at least 100 deaths" in none.loc["13101", "note"]
+
+
+def test_benchmark_listed_communes_pooled_for_every_region():
+    out = benchmark_comparisons(bench_frame(), 20, ["13101", "13103"]).set_index("commune_code")
+    assert set(out["benchmark_rule"]) == {"listed_communes"}
+    assert set(out["benchmark_communes"]) == {"13101,13103"}
+    # Pooled: 35 deaths / 8000 births = 4.375 per 1000, for region 05 too.
+    assert out.loc["05101", "benchmark_rate_per_1000"] == pytest.approx(4.375)
+    # 13103 is part of the pool: log-scale variance 1/30 - 1/35, RAP covariance subtracted.
+    rt = 5 / 4.375
+    assert out.loc["13103", "rate_ratio_ci95_upper"] == pytest.approx(rt * math.exp(Z * math.sqrt(1 / 30 - 1 / 35)))
+    se_rap = 1000 * math.sqrt(30 / 6000**2 + 35 / 8000**2 - 2 * 30 / (6000 * 8000))
+    assert out.loc["13103", "excess_rate_ci95_lower"] == pytest.approx(5 - 4.375 - Z * se_rap)
+    with pytest.raises(ValueError, match="benchmark_communes.*13999"):
+        benchmark_comparisons(bench_frame(), 20, ["13999"])
+
+
+@pytest.mark.parametrize("min_deaths, communes, message", [
+    (0, [], "benchmark_min_deaths"),
+    ("abc", [], "benchmark_min_deaths"),
+    (True, [], "benchmark_min_deaths"),
+    (20, "13101", "benchmark_communes"),
+    (20, ["131"], "benchmark_communes"),
+    (20, ["13101", 13101], "benchmark_communes"),
+])
+def test_benchmark_vars_are_validated_with_the_var_named(min_deaths, communes, message):
+    with pytest.raises(ValueError, match=message):
+        parse_benchmark_vars(min_deaths, communes)
+
+
+def test_benchmark_vars_accepted_forms():
+    assert parse_benchmark_vars("20", []) == (20, [])
+    assert parse_benchmark_vars(20, [1101, "13132"]) == (20, ["01101", "13132"])
+    assert parse_benchmark_vars(5, '["13132"]') == (5, ["13132"])
+
+
+# --------------------------------------------------------------------------------------------
+# Gap trend
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trend, mid, expected", [
+    ("increasing", 0.1, "widened"), ("decreasing", 0.1, "narrowed"),
+    ("increasing", -0.1, "narrowed"), ("decreasing", -0.1, "widened"),
+    ("stationary", 0.1, "held"), ("not_estimable", math.nan, "not_estimable"),
+])
+def test_gap_change_rule(trend, mid, expected):
+    assert classify_gap_change(trend, mid) == expected
+
+
+def trend_frame(values, start=2010, stratifier="income_poverty_2013"):
+    return pd.DataFrame({"area_level": "region", "area_code": "13", "indicator": "imr",
+                         "stratifier": stratifier, "year": range(start, start + len(values)),
+                         "rii": values})
+
+
+NOISE = np.array([0.01, -0.012, 0.008, -0.006, 0.011, -0.009, 0.004, -0.01, 0.007, -0.003])
+STEPS = np.arange(10)
+GAP_SERIES = {                                                  # log10(RII) by design
+    "a_rising_above_one": 0.1 + 0.02 * STEPS + NOISE,            # away from 0: widened
+    "b_falling_below_one": -0.1 - 0.02 * STEPS + NOISE,          # away from 0: widened
+    "c_falling_above_one": 0.3 - 0.02 * STEPS + NOISE,           # towards 0: narrowed
+    "d_rising_below_one": -0.3 + 0.02 * STEPS + NOISE,           # towards 0: narrowed
+    "e_flat": 0.1 + NOISE,                                        # no trend: held
+}
+GAP_PERIODS = pd.DataFrame({"period_start": [2010, 2010], "period_end": [2019, 2013]})
+
+
+def gap_fixture():
+    return pd.concat([trend_frame(10 ** y, stratifier=name) for name, y in GAP_SERIES.items()],
+                     ignore_index=True)
+
+
+def test_gap_trends_classifies_the_gap():
+    out = gap_trends(gap_fixture(), GAP_PERIODS).set_index(["stratifier", "period_end"])
+    expected = {"a_rising_above_one": ("increasing", "widened"),
+                "b_falling_below_one": ("decreasing", "widened"),
+                "c_falling_above_one": ("decreasing", "narrowed"),
+                "d_rising_below_one": ("increasing", "narrowed"),
+                "e_flat": ("stationary", "held")}
+    for name, (trend, change) in expected.items():
+        row = out.loc[(name, 2019)]
+        assert (row["trend"], row["gap_change"]) == (trend, change), name
+        # The fitted log10 RII at the middle of the period, from the published line.
+        assert row["fitted_log10_rii_mid"] == pytest.approx(
+            row["intercept_log10"] + row["slope_log10"] * 2014.5, rel=1e-12)
+        # ... on the side of 0 the series lies on (its design value at mid-period).
+        assert np.sign(row["fitted_log10_rii_mid"]) == np.sign(GAP_SERIES[name].mean())
+        # 2010-2013: 4 years, fewer than min_years = 5: nothing to classify.
+        short = out.loc[(name, 2013)]
+        assert short["trend"] == "not_estimable" and short["gap_change"] == "not_estimable"
+        assert pd.isna(short["fitted_log10_rii_mid"])
+
+
+def test_gap_trends_fitted_mid_is_the_mean_log_rii_under_ols():
+    # OLS passes through (mean year, mean y): with every year of 2010-2019 used, the fitted
+    # log10 RII at 2014.5 is the mean of log10(RII), whatever the slope.
+    out = gap_trends(gap_fixture(), GAP_PERIODS.iloc[:1], method="ols").set_index("stratifier")
+    for name, y in GAP_SERIES.items():
+        assert out.loc[name, "fitted_log10_rii_mid"] == pytest.approx(y.mean(), abs=1e-12)
+        slope = np.polyfit(np.arange(2010, 2020), y, 1)[0]
+        assert out.loc[name, "slope_log10"] == pytest.approx(slope, rel=1e-9)
+
+
+@pytest.mark.parametrize("settings", [{}, {"method": "ols", "min_years": 3},
+                                      {"method": "corc", "ci_critical": "normal", "p_threshold": 0.2}])
+def test_gap_trends_is_the_trend_shell_plus_the_gap(settings):
+    from infant_mortality.trends import STAT_DTYPES, fit_series_trends
+
+    rows = gap_fixture()
+    rows.loc[(rows["stratifier"] == "a_rising_above_one") & (rows["year"] == 2013), "rii"] = np.nan
+    rows["why"] = np.where(rows["rii"].isna(), "2 communes: at least 3 are needed", None)
+    rows = rows[~((rows["stratifier"] == "c_falling_above_one") & (rows["year"] == 2016))]
+    out = gap_trends(rows, GAP_PERIODS, reason="why", **settings)
+    shell = fit_series_trends(rows, ["area_level", "area_code", "indicator", "stratifier"],
+                              periods=GAP_PERIODS, rate="rii", deaths=None, live_births=None,
+                              reason="why", **settings)
+    pd.testing.assert_frame_equal(out[list(shell.columns)], shell)
+    assert list(out.columns) == [*shell.columns, "fitted_log10_rii_mid", "gap_change"]
+    assert set(STAT_DTYPES) <= set(out.columns)
+    # Years without an RII are left out and counted, and the note says why.
+    full = out.set_index(["stratifier", "period_end"])
+    assert full.loc[("a_rising_above_one", 2019), "n_years_used"] == 9
+    assert "2013 (2 communes: at least 3 are needed)" in full.loc[("a_rising_above_one", 2019), "note"]
+    assert full.loc[("c_falling_above_one", 2019), "n_years_used"] == 9
+    assert "no data for 2016" in full.loc[("c_falling_above_one", 2019), "note"]
+    expected = [classify_gap_change(t, m) for t, m in
+                zip(out["trend"], out["fitted_log10_rii_mid"].to_numpy(dtype=float, na_value=np.nan))]
+    assert out["gap_change"].tolist() == expected
+
+
+def test_gap_trends_rejects_rows_without_an_rii_column():
+    with pytest.raises(ValueError, match=r"missing columns \['rii'\]"):
+        gap_trends(gap_fixture().drop(columns="rii"), GAP_PERIODS)
+    with pytest.raises(ValueError, match="min_years"):
+        gap_trends(gap_fixture(), GAP_PERIODS, min_years=2)

@@ -1,0 +1,316 @@
+"""The inequality marts in real builds.
+
+* The bundled build (RM, 2010-2019): membership recomputed from fct_commune_vs_region and the
+  covariate file read with Python's csv module (a second reader); quintile sums reconcile with
+  the region; D and PAF agree with the quintile mart; the fitted gradient; the benchmark is the
+  lowest rate among communes with >= 20 deaths; single years come from the yearly mart; the
+  RII trend mart is fct_trends' shell run on the published single-year RII.
+* Generated microdata for three regions (the country path), built with covariate files that
+  lack one commune's value and carry one unparseable value, and with `benchmark_communes` set:
+  the communes without a value are counted and audited, the RM-only stratifiers produce no
+  rows outside the RM and say so, the country ranks every commune of the three regions.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+
+import pytest
+
+from conftest import REPO_ROOT, query, run_dbt
+from infant_mortality.generate_deis import Options, generate
+
+RAW = REPO_ROOT / "data" / "raw"
+MEASURE_KEYS = "indicator = 'imr' and period_label = '2010-2019' and stratifier = 'income_poverty_2013'"
+
+
+def read_headerless(path) -> dict[str, float]:
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        return {code: float(value) for code, value in csv.reader(handle)}
+
+
+def expected_membership(rows, values):
+    """(code -> (ridit, quintile)) by the definition, written independently of the package."""
+    ranked = sorted(((-values[c], c, n) for c, n in rows if c in values and (n or 0) > 0))
+    total = sum(n for _, _, n in ranked)
+    out, before = {}, 0
+    for _, code, n in ranked:
+        x = (before + n / 2) / total
+        out[code] = (x, min(1 + math.floor(5 * x), 5))
+        before += n
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Bundled build
+# --------------------------------------------------------------------------------------------
+
+
+def test_membership_follows_the_definition(bundled_warehouse):
+    values = read_headerless(RAW / "covariates" / "income_poverty_2013_rm.csv")
+    pooled = query(bundled_warehouse, "select commune_code, live_births from marts.fct_commune_vs_region "
+                                      "where indicator = 'imr' and period_label = '2010-2019'")
+    expected = expected_membership(pooled, values)
+    got = query(bundled_warehouse, f"select commune_code, ridit, quintile, is_ranked from marts.fct_commune_deprivation "
+                                   f"where area_level = 'region' and area_code = '13' and {MEASURE_KEYS}")
+    assert len(got) == 52 and all(ranked for *_, ranked in got)
+    assert {c: q for c, _, q, _ in got} == {c: q for c, (_, q) in expected.items()}
+    for code, ridit, _, _ in got:
+        assert ridit == pytest.approx(expected[code][0], abs=1e-12)
+    assert sorted(q for _, (_, q) in expected.items()).count(5) > 0
+
+
+def test_quintiles_reconcile_with_the_region_and_the_measures(bundled_warehouse):
+    quintiles = query(bundled_warehouse, "select quintile, deaths, live_births, rate_per_1000 from marts.fct_rates_by_quintile "
+                                         f"where area_code = '13' and {MEASURE_KEYS} order by quintile")
+    region = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_commune_vs_region "
+                                      "where region_code = '13' and indicator = 'imr' and period_label = '2010-2019'")[0]
+    assert [q for q, *_ in quintiles] == [1, 2, 3, 4, 5]
+    assert (sum(d for _, d, _, _ in quintiles), sum(n for _, _, n, _ in quintiles)) == region
+    measures = dict(query(bundled_warehouse, "select measure, estimate from marts.fct_inequality "
+                                             f"where area_code = '13' and {MEASURE_KEYS}"))
+    r1, r5 = quintiles[0][3], quintiles[4][3]
+    r_area = 1000 * region[0] / region[1]
+    assert measures["D"] == pytest.approx(r1 - r5)
+    assert measures["R"] == pytest.approx(r1 / r5)
+    assert measures["PAF"] == pytest.approx(100 * (r_area - r5) / r_area)
+    assert measures["avoidable_deaths"] == pytest.approx(region[0] - region[1] * r5 / 1000)
+    assert measures["RII"] == pytest.approx(math.exp(-measures["gradient_b"]))
+    counts = query(bundled_warehouse, "select distinct n_communes, n_communes_without_value, n_communes_without_births "
+                                      f"from marts.fct_inequality where area_code = '13' and {MEASURE_KEYS}")
+    assert counts == [(52, 0, 0)]
+
+
+def test_fitted_gradient_is_published_per_commune(bundled_warehouse):
+    a, b = (v for _, v in sorted(query(
+        bundled_warehouse, "select measure, estimate from marts.fct_inequality "
+                           f"where area_code = '13' and {MEASURE_KEYS} and measure like 'gradient_%'")))
+    rows = query(bundled_warehouse, "select ridit, fitted_rate_per_1000 from marts.fct_commune_deprivation "
+                                    f"where area_code = '13' and {MEASURE_KEYS}")
+    for ridit, fitted in rows:
+        assert fitted == pytest.approx(1000 * math.exp(a + b * ridit))
+
+
+def test_single_years_come_from_the_yearly_rates(bundled_warehouse):
+    mismatches = query(bundled_warehouse, """
+        select count(*) from marts.fct_commune_deprivation as m
+        left join marts.fct_rates_commune_year as y
+            on y.area_level = 'commune' and y.area_code = m.commune_code and y.year = m.period_start
+            and y.indicator = m.indicator
+        where m.period_kind = 'single_year' and m.period_start = m.period_end
+            and (y.deaths is distinct from m.deaths or y.live_births is distinct from m.live_births
+                 or y.rate_per_1000 is null)""")
+    assert mismatches == [(0,)]
+    # Providencia 2018 has no rate (negative derived count): it is not in that year's ranking.
+    assert query(bundled_warehouse, "select count(*) from marts.fct_commune_deprivation where commune_code = '13123' "
+                                    "and period_kind = 'single_year' and period_start = 2018") == [(0,)]
+    years = query(bundled_warehouse, "select count(distinct period_start) from marts.fct_inequality "
+                                     "where period_kind = 'single_year' and measure = 'RII'")
+    assert years == [(10,)]
+
+
+def test_rii_trend_rows_for_every_stratifier_and_period(bundled_warehouse):
+    rows = query(bundled_warehouse, "select stratifier, period_label, n_years_used, trend, gap_change "
+                                    "from marts.fct_inequality_trends where area_code = '13' and indicator = 'imr'")
+    assert len(rows) == 4 * 3
+    full = [r for r in rows if r[1] == "2010-2019"]
+    assert all(n == 10 and trend != "not_estimable" for _, _, n, trend, _ in full)
+
+
+def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_warehouse):
+    """The mart is fit_series_trends (fct_trends' shell, default vars) on the single-year RII
+    that fct_inequality publishes, plus the gap columns: the model feeds it the right rows."""
+    import pandas as pd
+
+    from infant_mortality.inequality import classify_gap_change
+    from infant_mortality.trends import fit_series_trends
+
+    keys = ["area_level", "area_code", "indicator", "stratifier"]
+    yearly = pd.DataFrame(
+        query(bundled_warehouse, "select area_level, area_code, indicator, stratifier, period_start, estimate "
+                                 "from marts.fct_inequality where measure = 'RII' and period_kind = 'single_year'"),
+        columns=[*keys, "year", "rii"])
+    periods = pd.DataFrame(query(bundled_warehouse, "select period_start, period_end from marts.fct_inequality_trends"),
+                           columns=["period_start", "period_end"])
+    expected = fit_series_trends(yearly, keys, periods=periods, rate="rii", deaths=None, live_births=None,
+                                 reason=None).set_index([*keys, "period_start", "period_end"])
+    columns = ["n_years", "n_years_used", "slope_log10", "slope_se", "intercept_log10", "p_value", "rho",
+               "iterations", "converged", "apc", "apc_ci95_lower", "apc_ci95_upper", "trend", "note"]
+    mart = pd.DataFrame(
+        query(bundled_warehouse, f"select {', '.join(keys)}, period_start, period_end, {', '.join(columns)}, "
+                                 "fitted_log10_rii_mid, gap_change from marts.fct_inequality_trends"),
+        columns=[*keys, "period_start", "period_end", *columns, "fitted_log10_rii_mid", "gap_change"]
+    ).set_index([*keys, "period_start", "period_end"])
+    assert len(mart) == len(expected) == 12
+    expected = expected.loc[mart.index, columns]
+    for c in columns:
+        if c in ("trend", "note", "converged", "n_years", "n_years_used", "iterations"):
+            assert [None if pd.isna(v) else v for v in mart[c].tolist()] == \
+                [None if pd.isna(v) else v for v in expected[c].tolist()], c
+        else:
+            assert mart[c].astype(float).to_numpy() == pytest.approx(expected[c].astype(float).to_numpy(),
+                                                                    rel=1e-12, abs=1e-12, nan_ok=True), c
+    mid = (mart.index.get_level_values("period_start") + mart.index.get_level_values("period_end")) / 2
+    assert mart["fitted_log10_rii_mid"].to_numpy() == pytest.approx(
+        (mart["intercept_log10"] + mart["slope_log10"] * mid).to_numpy(), rel=1e-12)
+    assert mart["gap_change"].tolist() == [classify_gap_change(t, m) for t, m in
+                                           zip(mart["trend"], mart["fitted_log10_rii_mid"])]
+
+
+def test_benchmark_is_the_lowest_rate_with_twenty_deaths(bundled_warehouse):
+    rows = query(bundled_warehouse, """
+        with eligible as (
+            select indicator, period_start, period_end, commune_code,
+                   region_code,
+                   row_number() over (partition by region_code, indicator, period_start, period_end
+                                      order by rate_per_1000, commune_code) as k
+            from marts.fct_commune_vs_region where deaths >= 20)
+        select distinct b.benchmark_communes, e.commune_code, b.benchmark_rule
+        from marts.fct_commune_vs_benchmark as b
+        join eligible as e using (region_code, indicator, period_start, period_end)
+        where e.k = 1""")
+    assert rows and all(bench == code and rule == "lowest_rate_in_region" for bench, code, rule in rows)
+
+
+def test_covariate_audit_matches_the_regions_in_the_build(bundled_warehouse):
+    # The RM has every value; each other region present lacks the two RM-only stratifiers, and
+    # Antartica (12202) is the one commune without a 2022 value.
+    regions = {r for (r,) in query(bundled_warehouse, "select distinct region_code from marts.fct_commune_vs_region")}
+    communes = {c for (c,) in query(bundled_warehouse, "select distinct commune_code from marts.fct_commune_vs_region")}
+    expected = sorted(
+        [("stratifier_not_available_for_region", f"stratifier={s} region={r}")
+         for s in ("income_poverty_2013", "social_priority_index_2019") for r in regions - {"13"}]
+        + [("covariate_value_missing", f"stratifier={s} commune=12202")
+           for s in ("income_poverty_2022", "multidimensional_poverty_2022") if "12202" in communes])
+    audit = query(bundled_warehouse, "select check_name, record_key from marts.audit_data_quality "
+                                     "where source = 'covariates' order by 1, 2")
+    assert audit == sorted(expected)
+
+
+# --------------------------------------------------------------------------------------------
+# Several regions and the country, with a damaged covariate file
+# --------------------------------------------------------------------------------------------
+
+REGIONS = ("11", "12", "15")   # Aysén, Magallanes (with Antártica, 12202, absent from the 2022 file), Arica
+DROPPED = "11201"              # Aysén: its income_poverty_2022 line is removed
+UNPARSEABLE = "15101"          # Arica: its multidimensional_poverty_2022 value becomes "n/d"
+
+
+@pytest.fixture(scope="module")
+def national(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("inequity_national")
+    raw = tmp / "raw"
+    (raw / "covariates").mkdir(parents=True)
+    for item in RAW.iterdir():
+        if item.is_file():
+            (raw / item.name).symlink_to(item)
+    for item in (RAW / "covariates").iterdir():
+        shutil.copy(item, raw / "covariates" / item.name)
+    poverty = raw / "covariates" / "poverty_2022_communes.csv"
+    with open(poverty, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    kept = []
+    for row in rows:
+        if row[1] == DROPPED and row[4] == "ingresos":
+            continue
+        if row[1] == UNPARSEABLE and row[4] == "multidimensional":
+            row[5] = "n/d"
+        kept.append(row)
+    with open(poverty, "w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows(kept)
+    files = tmp / "files"
+    generate(Options(out_dir=files, regions=REGIONS, years=tuple(range(2015, 2020)),
+                     project_dir=REPO_ROOT))
+    path = tmp / "national.duckdb"
+    dbt_vars = {"vital_source": "deis_microdata", "raw_data_dir": str(raw),
+                "deis_deaths_path": str(next(files.glob("DEFUNCIONES_FUENTE_DEIS_*"))),
+                "deis_births_path": str(files / "nacimientos"), "deis_cache_dir": str(tmp / "cache"),
+                "benchmark_communes": ["12101"]}
+    run_dbt(["build"], path, dbt_vars)
+    return path, dbt_vars, poverty
+
+
+def test_country_and_regions_are_measured_by_the_2022_stratifiers_only(national):
+    path, _, _ = national
+    areas = query(path, "select distinct area_level, area_code, stratifier from marts.fct_inequality order by 1, 2, 3")
+    expected = [(level, code, s) for level, code in [("country", "CL"), *(("region", r) for r in REGIONS)]
+                for s in ("income_poverty_2022", "multidimensional_poverty_2022")]
+    assert areas == expected
+    audit = query(path, "select record_key, affects_results from marts.audit_data_quality "
+                        "where check_name = 'stratifier_not_available_for_region' order by 1")
+    assert audit == [(f"stratifier={s} region={r}", False)
+                     for s in ("income_poverty_2013", "social_priority_index_2019") for r in REGIONS]
+
+
+def test_communes_without_a_value_are_counted_and_audited(national):
+    path, _, poverty = national
+    with open(poverty, encoding="utf-8", newline="") as handle:
+        usable = {(row["codigo_comuna"], row["dimension"]) for row in csv.DictReader(handle)
+                  if row["tasa"].replace(".", "", 1).isdigit()}
+    births = dict(query(path, "select commune_code, live_births from marts.fct_commune_vs_region "
+                              "where indicator = 'imr' and period_label = '2015-2019'"))
+    for stratifier, dimension in (("income_poverty_2022", "ingresos"),
+                                  ("multidimensional_poverty_2022", "multidimensional")):
+        without = {c for c, n in births.items() if n and (c, dimension) not in usable}
+        with_births = {c for c, n in births.items() if n}
+        for level, code, communes in [("country", "CL", births)] + [
+                ("region", r, [c for c in births if c.startswith(r)]) for r in REGIONS]:
+            row = query(path, "select n_communes, n_communes_without_value, n_communes_without_births "
+                              "from marts.fct_inequality where indicator = 'imr' and period_label = '2015-2019' "
+                              "and measure = 'RII' and area_level = ? and area_code = ? and stratifier = ?",
+                        [level, code, stratifier])
+            expect_without = len(without & set(communes))
+            expect_no_births = len(set(communes) - with_births)
+            assert row == [(len(set(communes)) - expect_without - expect_no_births, expect_without, expect_no_births)]
+        assert (DROPPED in without) == (stratifier == "income_poverty_2022")
+        assert (UNPARSEABLE in without) == (stratifier == "multidimensional_poverty_2022")
+    with open(poverty, encoding="utf-8", newline="") as handle:
+        bad_line = next(i for i, row in enumerate(csv.reader(handle), start=1) if row[5] == "n/d")
+    audit = query(path, "select check_name, commune_code, source_file, source_line from marts.audit_data_quality "
+                        "where source = 'covariates' and check_name <> 'stratifier_not_available_for_region'")
+    assert ("covariate_value_not_numeric", UNPARSEABLE, "poverty_2022_communes.csv", bad_line) in audit
+    assert ("covariate_value_missing", DROPPED, None, None) in audit
+    assert ("covariate_value_missing", UNPARSEABLE, None, None) in audit
+
+
+def test_country_ranks_every_commune_of_the_three_regions(national):
+    path, _, poverty = national
+    with open(poverty, encoding="utf-8", newline="") as handle:
+        values = {row["codigo_comuna"]: float(row["tasa"]) for row in csv.DictReader(handle)
+                  if row["dimension"] == "ingresos"}
+    pooled = query(path, "select commune_code, live_births from marts.fct_commune_vs_region "
+                         "where indicator = 'pnmr' and period_label = '2015-2019'")
+    expected = expected_membership(pooled, values)
+    got = query(path, "select commune_code, ridit, quintile from marts.fct_commune_deprivation "
+                      "where area_level = 'country' and indicator = 'pnmr' and period_label = '2015-2019' "
+                      "and stratifier = 'income_poverty_2022' and is_ranked")
+    assert {c[:2] for c, _, _ in got} == set(REGIONS)
+    assert {c: q for c, _, q in got} == {c: q for c, (_, q) in expected.items()}
+    totals = query(path, "select sum(deaths), sum(live_births) from marts.fct_rates_by_quintile "
+                         "where area_level = 'country' and indicator = 'pnmr' and period_label = '2015-2019' "
+                         "and stratifier = 'income_poverty_2022'")
+    measured = query(path, "select distinct deaths, live_births from marts.fct_inequality "
+                           "where area_level = 'country' and indicator = 'pnmr' and period_label = '2015-2019' "
+                           "and stratifier = 'income_poverty_2022'")
+    assert totals == measured
+
+
+def test_listed_benchmark_applies_to_every_region(national):
+    path, _, _ = national
+    rows = query(path, "select distinct region_code, benchmark_rule, benchmark_communes "
+                       "from marts.fct_commune_vs_benchmark order by 1")
+    assert rows == [(r, "listed_communes", "12101") for r in REGIONS]
+    assert query(path, "select bool_and(is_benchmark = (commune_code = '12101')) "
+                       "from marts.fct_commune_vs_benchmark") == [(True,)]
+
+
+def test_a_bad_benchmark_var_stops_the_build_naming_the_var(national):
+    # Every rejected form is unit-tested (test_inequality.py); this checks that the var reaches
+    # the model through its YAML config and that dbt reports the message.
+    path, dbt_vars, _ = national
+    result = run_dbt(["run", "-s", "int_commune_vs_benchmark"], path,
+                     {**dbt_vars, "benchmark_min_deaths": 0}, check=False)
+    assert result.returncode != 0
+    assert "dbt var benchmark_min_deaths must be a whole number >= 1, got 0" in result.stdout

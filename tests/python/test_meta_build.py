@@ -1,0 +1,111 @@
+"""marts.meta_build and marts.dim_indicator: how the file was built, and the indicator list."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+import yaml
+
+import dbt.version
+from conftest import REPO_ROOT, query
+
+
+def _meta(warehouse) -> dict:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        cursor = con.execute("select * from marts.meta_build")
+        names = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
+    assert len(rows) == 1
+    return dict(zip(names, rows[0]))
+
+
+def _declared_vars() -> dict:
+    return yaml.safe_load((REPO_ROOT / "dbt_project.yml").read_text())["vars"]
+
+
+def test_meta_build_records_the_bundled_build(bundled_warehouse):
+    meta = _meta(bundled_warehouse)
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", meta["build_id"])
+    assert abs(datetime.now(timezone.utc).replace(tzinfo=None) - meta["built_at"]) < timedelta(hours=3)
+    assert meta["dbt_version"] == dbt.version.__version__
+    assert meta["duckdb_version"].lstrip("v") == duckdb.__version__
+    assert meta["vital_source"] == "ine_aggregates"
+    assert meta["count_basis"] == "derived: INE deaths all ages - DEIS deaths aged 1+"
+    assert (meta["scope_regions"], meta["scope_year_start"], meta["scope_year_end"]) == ("13", 2010, 2019)
+    # Every declared var with its default, since none was passed.
+    assert json.loads(meta["vars_json"]) == _declared_vars()
+    assert json.loads(meta["input_files_json"]) == []
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+    if head.returncode == 0:
+        assert meta["git_commit"] == head.stdout.strip()
+    else:
+        assert meta["git_commit"] is None and "not a git checkout" in meta["git_note"]
+
+
+def test_meta_build_shows_vars_passed_on_the_command_line(ols_trends_warehouse, bundled_warehouse):
+    meta = _meta(ols_trends_warehouse)
+    values = json.loads(meta["vars_json"])
+    assert values["unreliable_below_deaths"] == 25  # declared, overridden with --vars
+    assert values["trend_method"] == "ols"
+    assert {k: v for k, v in values.items() if k not in ("unreliable_below_deaths", "trend_method")} == {
+        k: v for k, v in _declared_vars().items() if k != "unreliable_below_deaths"}
+    assert meta["build_id"] != _meta(bundled_warehouse)["build_id"]
+
+
+def test_dim_indicator_is_the_seed_and_covers_every_mart(bundled_warehouse):
+    import csv
+
+    with open(REPO_ROOT / "seeds" / "indicators.csv", encoding="utf-8") as f:
+        seed = {row["indicator"]: row for row in csv.DictReader(f)}
+    rows = query(bundled_warehouse, "select indicator, abbreviation_es, name_en, multiplier, in_aggregates, "
+                                    "has_counts from marts.dim_indicator order by sort_order")
+    assert [r[0] for r in rows] == ["imr", "nmr", "enmr", "pnmr"] == list(seed)
+    assert all(r[3] == 1000 for r in rows)
+    assert [r[0] for r in rows if r[4]] == ["imr"]  # the bundled aggregates give imr only
+    assert [r[0] for r in rows if r[5]] == ["imr"]
+    for mart in ("fct_rates_commune_year", "fct_commune_vs_region", "fct_trends", "fct_area_period_rates"):
+        (outside,), = query(bundled_warehouse, f"select count(*) from marts.{mart} "
+                                               "where indicator not in (select indicator from marts.dim_indicator)")
+        assert outside == 0, mart
+
+
+def test_the_report_labels_agree_with_the_seed():
+    # Until the report reads dim_indicator, its table of labels must say what the seed says.
+    import csv
+
+    from infant_mortality.report_figures import INDICATORS
+
+    with open(REPO_ROOT / "seeds" / "indicators.csv", encoding="utf-8") as f:
+        seed = {row["indicator"]: row for row in csv.DictReader(f)}
+    assert set(INDICATORS) == set(seed)
+    for code, (abbr_es, name_en, abbr_en, ages_en) in INDICATORS.items():
+        row = seed[code]
+        assert (abbr_es, name_en, abbr_en, ages_en) == (
+            row["abbreviation_es"], row["name_en"], row["abbreviation_en"], row["ages_en"]), code
+
+
+def test_git_commit_is_null_with_a_note_outside_a_git_checkout(tmp_path, monkeypatch):
+    # The Python model int_build_git run as dbt runs it, from a folder that is not a checkout.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "int_build_git", REPO_ROOT / "models" / "intermediate" / "int_build_git.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Dbt:
+        def config(self, **_):
+            pass
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    frame = module.model(Dbt(), None)
+    assert len(frame) == 1 and frame["git_commit"].isna().all()
+    assert "not a git checkout" in frame["git_note"][0]
+    monkeypatch.chdir(REPO_ROOT)
+    inside = module.model(Dbt(), None)
+    assert re.fullmatch(r"[0-9a-f]{40}", inside["git_commit"][0])

@@ -1,0 +1,200 @@
+"""Settings (dbt vars): declared once, checked before anything runs, never pasted into SQL.
+
+Static checks read the project files; the behaviour checks run the real dbt CLI, as a user
+would, with bad settings, and assert that each run stops within seconds with a message naming
+the var and what it may hold, and that nothing was built or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from conftest import DBT, REPO_ROOT
+
+PROJECT = yaml.safe_load((REPO_ROOT / "dbt_project.yml").read_text(encoding="utf-8"))
+DECLARED = PROJECT["vars"]
+SPEC_MACRO = (REPO_ROOT / "macros" / "validate_vars.sql").read_text(encoding="utf-8")
+SPEC = yaml.safe_load(re.search(r"\{%- set spec_yaml -%\}(.*?)\{%- endset -%\}", SPEC_MACRO, re.S).group(1))
+SOURCES = [p for d in ("models", "macros", "tests/dbt") for p in (REPO_ROOT / d).rglob("*")
+           if p.suffix in (".sql", ".yml", ".py")]
+
+# A var is read with var('x'), or through the checking macros of macros/vars.sql.
+VAR_CALL = re.compile(r"""\b(?:var|setting|checked_var|int_var|number_var|bool_var|string_var)\(\s*['"]([a-z_0-9]+)['"]\s*[,)]""")
+
+
+def test_every_var_used_is_declared_and_every_declared_var_is_used():
+    used = {name for path in SOURCES for name in VAR_CALL.findall(path.read_text(encoding="utf-8"))}
+    # deis_read.sql builds the two path names from the file kind.
+    used |= {"deis_deaths_path", "deis_births_path"}
+    assert used - set(DECLARED) == set(), "used but not declared in dbt_project.yml"
+    assert set(DECLARED) - used == set(), "declared but never used"
+
+
+def test_no_inline_var_defaults_in_models_macros_or_tests():
+    inline = [(str(p.relative_to(REPO_ROOT)), m.group(0)) for p in SOURCES
+              for m in re.finditer(r"""\bvar\(\s*['"][a-z_0-9]+['"]\s*,[^)]*\)""", p.read_text(encoding="utf-8"))]
+    assert inline == []
+
+
+def test_every_declared_var_has_a_comment_line_above_it():
+    lines = (REPO_ROOT / "dbt_project.yml").read_text(encoding="utf-8").splitlines()
+    start = lines.index("vars:")
+    for name in DECLARED:
+        at = next(i for i in range(start, len(lines)) if lines[i].startswith(f"  {name}:"))
+        assert lines[at - 1].strip().startswith("# "), f"{name} has no comment line above it"
+
+
+def test_the_spec_lists_exactly_the_declared_vars_and_every_default_passes_it():
+    assert set(SPEC) == set(DECLARED)
+    for name, rule in SPEC.items():
+        if "values" in rule:
+            assert DECLARED[name] in rule["values"], name
+
+
+def test_the_input_mode_default_in_the_folder_switch_is_the_declared_default():
+    # dbt 1.11 renders dbt_project.yml with the --vars only, so the +enabled lines repeat it.
+    text = (REPO_ROOT / "dbt_project.yml").read_text(encoding="utf-8")
+    defaults = set(re.findall(r"var\('vital_source', '([a-z_]+)'\)", text))
+    assert defaults == {DECLARED["vital_source"]}
+
+
+def test_enumerated_values_are_the_ones_the_python_code_accepts():
+    from infant_mortality import deis_files, prais_winsten, trends
+
+    assert set(SPEC["trend_rhotype"]["values"]) == set(prais_winsten.RHOTYPES)
+    try:  # the trend fitters registry (issue 15.3), where it exists, names the methods
+        from infant_mortality.trend_fitters import FITTERS as methods
+    except ImportError:
+        methods = prais_winsten.METHODS
+    assert set(SPEC["trend_method"]["values"]) == set(methods)
+    assert set(SPEC["trend_gaps"]["values"]) == set(prais_winsten.GAP_POLICIES)
+    assert set(SPEC["trend_zero_rate_policy"]["values"]) == set(trends.ZERO_RATE_POLICIES)
+    assert set(SPEC["trend_ci_critical"]["values"]) == set(trends.CI_CRITICAL)
+    assert set(SPEC["deis_encoding"]["values"]) == set(deis_files.ENCODINGS) | {"auto"}
+
+
+# --- behaviour: the real dbt CLI with bad settings ------------------------------------------
+
+INJECTED = "x'); COPY (select 42 as pwned) TO '{target}' (format csv); --"
+
+CASES = {
+    # name: (vars, expected message parts)
+    "bad_enum": ({"trend_method": "prias"}, ["dbt var trend_method must be one of prais, corc", "'prias'"]),
+    "bad_number": ({"comparison_alpha": 1.5}, ["dbt var comparison_alpha must be a number > 0 and < 1", "1.5"]),
+    "unknown_var": ({"scope_year_strat": 2015},
+                    ["dbt var scope_year_strat is not a setting of this project (did you mean scope_year_start?)"]),
+    "empty_scope": ({"scope_regions": [99]}, ["no data for region 99 (the input has regions 13, years 2010-2019)"]),
+    "sql_in_custom_period": ({"custom_period": {"start": INJECTED, "end": 2016}},
+                             ["dbt var custom_period must be {start: YYYY, end: YYYY}"]),
+    "sql_in_raw_data_dir": ({"raw_data_dir": INJECTED}, ["dbt var raw_data_dir: no files in folder"]),
+}
+
+
+def _run(workdir: Path, dbt_vars: dict) -> tuple[subprocess.CompletedProcess, float]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "IMR_DUCKDB_PATH": str(workdir / "w.duckdb"),
+           "DBT_TARGET_PATH": str(workdir / "target"), "DBT_LOG_PATH": str(workdir / "logs")}
+    command = [str(DBT), "build", "--profiles-dir", "profiles", "--vars", json.dumps(dbt_vars)]
+    started = time.monotonic()
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    return result, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory):
+    """Every case built once, two at a time (each is a separate dbt build into its own file)."""
+    root = tmp_path_factory.mktemp("bad_settings")
+
+    def one(name):
+        dbt_vars = json.loads(json.dumps(CASES[name][0]).replace("{target}", str(root / f"{name}_pwned.csv")))
+        result, seconds = _run(root / name, dbt_vars)
+        return name, (result, seconds, root / name / "w.duckdb", root / f"{name}_pwned.csv")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = dict(pool.map(one, CASES))
+    for name, (_, seconds, _, _) in runs.items():
+        print(f"{name}: stopped after {seconds:.1f} s")
+    return runs
+
+
+def _tables(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    with duckdb.connect(str(path), read_only=True) as con:
+        return [r[0] for r in con.execute("select table_schema || '.' || table_name from information_schema.tables").fetchall()]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_bad_setting_stops_the_build_with_a_message_naming_the_var(bad_runs, name):
+    result, seconds, _, _ = bad_runs[name]
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    for part in CASES[name][1]:
+        assert part in output, output[-3000:]
+    # Seconds, not a build (a build of everything is ~25 s alone); generous for two parallel
+    # runs on 2 shared cores.
+    assert seconds < 120
+
+
+# Values are checked while dbt parses the project: nothing runs. (raw_data_dir's folder can only
+# be checked once the hooks execute; dbt 1.11 then goes on with the nodes that do not read it.)
+@pytest.mark.parametrize("name", ["bad_enum", "bad_number", "unknown_var", "sql_in_custom_period"])
+def test_a_bad_setting_stops_before_any_model_is_built(bad_runs, name):
+    result, _, database, _ = bad_runs[name]
+    assert "START" not in result.stdout
+    assert _tables(database) == []
+
+
+COUNT_MARTS = {"marts.fct_rates_commune_year", "marts.fct_commune_vs_region", "marts.fct_trends", "marts.audit_data_quality"}
+
+
+def test_sql_in_a_var_writes_nothing(bad_runs):
+    for name in ("sql_in_custom_period", "sql_in_raw_data_dir"):
+        assert not bad_runs[name][3].exists(), f"{name}: the injected COPY ran"
+
+
+def test_an_empty_scope_stops_at_the_scope_check_before_any_mart(bad_runs):
+    result, _, database, _ = bad_runs["empty_scope"]
+    assert "Runtime Error in test assert_scope_selects_data" in result.stdout
+    failed = re.findall(r"\d+ of \d+ (?:ERROR|FAIL(?: \d+)?) (\S+)", result.stdout)
+    assert failed and set(failed) == {"assert_scope_selects_data"}, failed  # not a not_null far downstream
+    assert COUNT_MARTS & set(_tables(database)) == set()
+
+
+def test_a_raw_data_dir_without_files_is_named_and_no_rate_is_built(bad_runs):
+    result, _, database, _ = bad_runs["sql_in_raw_data_dir"]
+    assert "ERROR hook: infant_mortality.on-run-start" in result.stdout
+    assert COUNT_MARTS & set(_tables(database)) == set()
+
+
+def test_a_raw_data_dir_with_an_apostrophe_and_accents_works(tmp_path):
+    raw = tmp_path / "región O'Higgins"
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
+    result, _ = _run(tmp_path / "run", {"raw_data_dir": str(raw)})
+    assert result.returncode == 0, result.stdout[-3000:]
+    with duckdb.connect(str(tmp_path / "run" / "w.duckdb"), read_only=True) as con:
+        rows = con.execute("select live_births from marts.fct_rates_commune_year "
+                           "where area_level = 'region' and year = 2010 and indicator = 'imr'").fetchall()
+    assert rows == [(101047,)]  # the region's 2010 births, as published by INE
+
+
+def test_every_macro_is_documented_with_its_arguments():
+    documented = {m["name"]: [a["name"] for a in m.get("arguments", [])]
+                  for m in yaml.safe_load((REPO_ROOT / "macros" / "_macros.yml").read_text(encoding="utf-8"))["macros"]}
+    defined = {}
+    for path in (REPO_ROOT / "macros").glob("*.sql"):
+        for kind, name, args in re.findall(r"\{%-? (macro|test) ([a-z_0-9]+)\(([^)]*)\)", path.read_text(encoding="utf-8")):
+            key = f"test_{name}" if kind == "test" else name
+            defined[key] = [a.split("=")[0].strip() for a in args.split(",") if a.strip()]
+    assert documented == defined
