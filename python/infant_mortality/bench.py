@@ -70,6 +70,7 @@ class SizePoint:
     build_seconds: float
     peak_rss_mb: float
     database_mb: float
+    load_average: float  # 1-minute load average of the machine when the build started
 
     @property
     def build_over_raw(self) -> float:
@@ -241,11 +242,13 @@ def measure_size(scale: float, years: str, workdir: Path, log, with_phases: bool
         births = files / manifest["births_folder"]
         n_bytes = csv_bytes([deaths_zip, *sorted(births.glob("*.csv"))])
         raw = raw_read_seconds(deaths_zip, births, size_dir)
+        load_average = os.getloadavg()[0]
         build, database_mb = user_build(size_dir, files, manifest, log)
         point = SizePoint(scale=scale, records=manifest["records"]["deaths"] + manifest["records"]["births"],
                           death_records=manifest["records"]["deaths"], birth_records=manifest["records"]["births"],
                           csv_bytes=n_bytes, generate_seconds=generated.seconds, raw_read_seconds=raw,
-                          build_seconds=build.seconds, peak_rss_mb=build.peak_rss_mb, database_mb=database_mb)
+                          build_seconds=build.seconds, peak_rss_mb=build.peak_rss_mb, database_mb=database_mb,
+                          load_average=load_average)
         extras = {}
         if with_trends:
             extras["trends"] = benchmark_trend_fitting(size_dir / "build.duckdb")
@@ -327,7 +330,8 @@ def render(points: list[SizePoint], extras: dict, memory_limit: str, years: str)
     largest = points[-1]
     table = "\n".join(
         f"| {p.scale:g} | {p.records:,} | {p.csv_bytes / 1e9:.2f} | {p.raw_read_seconds:.1f} | "
-        f"{p.build_seconds:.1f} | {p.build_over_raw:.2f} | {p.peak_rss_mb:,.0f} | {p.database_mb:,.0f} |"
+        f"{p.build_seconds:.1f} | {p.build_over_raw:.2f} | {p.peak_rss_mb:,.0f} | {p.database_mb:,.0f} | "
+        f"{p.load_average:.1f} |"
         for p in points)
     phase_rows = "\n".join(f"| {row['phase']} | {row['seconds']:.1f} | {row['peak_rss_mb']:,.0f} |"
                            for row in extras.get("phases", []))
@@ -359,10 +363,11 @@ the generator's `--scale` multiplies every count. **Memory limit:** DuckDB `memo
 
 Build = one `dbt build` (all models and data tests) on a fresh database file, ZIP unpacked
 afresh; peak = the summed resident memory of the whole process tree. Raw read = plain DuckDB
-`read_csv` of the same files into tables, all columns as text.
+`read_csv` of the same files into tables, all columns as text. Load avg = the machine's 1-minute
+load average when the build started (2 cores: above 2, other work was competing for them).
 
-| scale | records | CSV GB | raw read s | build s | build / raw | peak MB | database MB |
-|---:|---:|---:|---:|---:|---:|---:|---:|
+| scale | records | CSV GB | raw read s | build s | build / raw | peak MB | database MB | load avg |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {table}
 
 ![time and memory against records](benchmarks/scale.png)
