@@ -43,6 +43,8 @@ commune_rows as (
         case
             when count(deaths) < count(*) or count(live_births) < count(*) then 'LEVEL_incomplete'
             when sum(case when is_poolable then 0 else 1 end) > 0 then 'LEVEL_commune_out_of_bounds'
+            -- Every commune poolable but no live birth in the whole area: a rate is undefined.
+            when sum(live_births) = 0 then 'LEVEL_no_live_births'
         end as count_problem,
         sum(case when count_problem is null then 0 else 1 end) as communes_unavailable
 {%- endset %}

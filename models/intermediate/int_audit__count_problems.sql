@@ -53,17 +53,26 @@ area_rows as (
         area_problems.year,
         area_problems.indicator,
         area_problems.count_problem as check_name,
-        'communes: ' || {{ dbt.listagg('blocking.commune_problem', "', '", 'order by blocking.commune_problem') }} as observed_value,
-        count(*) as records_affected,
-        'no rate for this ' || area_problems.area_level || ' and year: a commune inside has no count or one out of bounds' as consequence,
+        coalesce(
+            'communes: ' || {{ dbt.listagg('blocking.commune_problem', "', '", 'order by blocking.commune_problem') }},
+            'deaths=' || coalesce(cast(area_problems.deaths as varchar), 'missing')
+                || ' live_births=' || coalesce(cast(area_problems.live_births as varchar), 'missing')
+        ) as observed_value,
+        greatest(count(blocking.commune_problem), 1) as records_affected,
+        case
+            when area_problems.count_problem like '%no_live_births'
+                then 'no rate for this ' || area_problems.area_level || ' and year: no live births in any of its communes'
+            else 'no rate for this ' || area_problems.area_level || ' and year: a commune inside has no count or one out of bounds'
+        end as consequence,
         true as affects_results
     from area_problems
-    inner join blocking
+    -- Left join: an area without live births may have no blocking commune at all.
+    left join blocking
         on (area_problems.area_level = 'country' or blocking.region_code = area_problems.area_code)
         and blocking.year = area_problems.year
         and blocking.indicator = area_problems.indicator
     group by area_problems.area_level, area_problems.area_code, area_problems.year,
-        area_problems.indicator, area_problems.count_problem
+        area_problems.indicator, area_problems.count_problem, area_problems.deaths, area_problems.live_births
 )
 
 select * from commune_rows
