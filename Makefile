@@ -36,8 +36,10 @@ docs: $(STAMP)
 report: $(STAMP)
 	$(BIN)/python -m infant_mortality.report
 
-## The national-scale benchmark (not a test); writes BENCHMARKS.md.
+## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
+## BENCHMARKS.md and benchmarks/scale.{json,png}. About 30 minutes on 2 cores; needs ~25 GB of disk.
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -r requirements-bench.lock
 	$(BIN)/python -m infant_mortality.bench
 
 ## Remove dbt's artefacts, the development database and leftovers of interrupted builds (never the published release).

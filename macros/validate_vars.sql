@@ -48,6 +48,8 @@ deis_zip_max_member_bytes: {type: int, min: 1}
 deis_zip_max_ratio:      {type: number, above: 0}
 deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
+duckdb_memory_limit:     {type: text}
+duckdb_temp_directory:   {type: text, optional: true}
 {%- endset -%}
 {{ return(fromyaml(spec_yaml)) }}
 {%- endmacro %}
