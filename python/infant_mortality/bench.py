@@ -10,7 +10,7 @@ Not a test: it prints figures and writes them to `benchmarks/scale.json`,
    time and the peak resident memory of the whole process tree, sampled every 20 ms;
 4. delete the files before the next size.
 
-At the largest scale the build is also run phase by phase (one dbt invocation per layer) to
+At scale 1 (`--phases-scale`) the build is also run phase by phase (one dbt invocation per layer) to
 explain where the time above the raw read goes. Trend fitting is timed once, batched against a
 plain statsmodels loop. The growth exponent is the least-squares slope of log(time) on
 log(records).
@@ -376,7 +376,7 @@ load average when the build started (2 cores: above 2, other work was competing 
 {raw_exponent:.2f}. Peak memory over all sizes: **{max(p.peak_rss_mb for p in points):,.0f} MB**.
 At scale {largest.scale:g} the build takes {largest.build_over_raw:.2f} times the raw read.
 
-## Where the time goes at scale {largest.scale:g}
+## Where the time goes (scale {extras.get('phases_scale', 1):g})
 
 The same build, one dbt invocation per layer on one file:
 
@@ -394,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench", help="scratch folder (gitignored)")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, default=REPO_ROOT / "benchmarks" / "scale.json")
+    parser.add_argument("--phases-scale", type=float, default=1.0,
+                        help="the size also built phase by phase, to see where the time goes (default 1)")
     args = parser.parse_args(argv)
 
     workdir = args.workdir.resolve()
@@ -403,9 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     points, extras = [], {}
     with open(workdir / "bench.log", "w", encoding="utf-8") as log:
         for scale in scales:
-            point, more = measure_size(scale, args.years, workdir, log, with_phases=scale == scales[-1],
+            point, more = measure_size(scale, args.years, workdir, log, with_phases=scale == args.phases_scale,
                                        with_trends=scale == 1)
             extras.update(more)
+            if "phases" in more:
+                extras["phases_scale"] = scale
             points.append(point)
             print(f"scale {scale:g}: {point.records:,} records, {point.csv_bytes / 1e9:.2f} GB; raw read "
                   f"{point.raw_read_seconds:.1f} s; build {point.build_seconds:.1f} s "
