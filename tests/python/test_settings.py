@@ -101,6 +101,8 @@ CASES = {
     "sql_in_custom_period": ({"custom_period": {"start": INJECTED, "end": 2016}},
                              ["dbt var custom_period must be {start: YYYY, end: YYYY}"]),
     "sql_in_raw_data_dir": ({"raw_data_dir": INJECTED}, ["dbt var raw_data_dir: no files in folder"]),
+    "bad_memory_limit": ({"duckdb_memory_limit": "2 gigs"},
+                         ["dbt var duckdb_memory_limit must be a size such as '2GB' or '1500MB', got '2 gigs'"]),
 }
 
 
