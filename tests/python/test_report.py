@@ -548,6 +548,48 @@ def test_report_on_a_desktop_and_a_phone(rendered, tmp_path):
 
 
 @needs_chromium
+def test_choosing_the_smoothed_map_after_a_resize(bundled_warehouse, rendered):
+    """A user's path: the window is resized, then the map's menu is opened and the smoothed rate
+    chosen with real mouse clicks. The map keeps its height (it collapsed to 200 px before the
+    figure boxes got a fixed height) and every commune is filled with the colour of its EB
+    smoothed rate from marts.fct_smoothed_rates, not its crude rate."""
+    label = "Smoothed rate (EB): TMI (IMR) · 2010-2019"
+    with Browser() as browser:
+        tab = browser.open(page_url(rendered, "region=13"), 1400, 900)
+        tab.wait_rendered()
+        tab.send("Emulation.setDeviceMetricsOverride", {"width": 1300, "height": 900, "deviceScaleFactor": 1,
+                                                        "mobile": False})
+        assert tab.choose_menu_option("fig-map-13", label) == label
+        state = tab.eval("""(function(){var g=document.getElementById('fig-map-13');
+            return {height: g.getBoundingClientRect().height, title: g.layout.title.text,
+                    polygons: g.data.filter(function(t){return t.meta && t.meta.kind==='polygon';})
+                                    .map(function(t){return [t.meta.commune_code, t.fillcolor];}),
+                    painted: g.querySelectorAll('path.js-fill').length};})()""")
+    assert state["height"] == 800 and state["painted"] == 104
+    assert state["title"].startswith("Smoothed rate (EB), TMI (IMR) · 2010-2019")
+    fills = dict(state["polygons"])
+    smoothed = dict(query(bundled_warehouse, "select commune_code, eb_global_rate_per_1000 from marts.fct_smoothed_rates "
+                                             "where indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                             "and region_code = '13'"))
+    crude = dict(query(bundled_warehouse, "select commune_code, rate_per_1000 from marts.fct_commune_vs_region "
+                                          "where indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                          "and region_code = '13'"))
+    # On the yellow-orange-red scale the green channel falls as the value rises: taken in the
+    # order of the mart's smoothed rates the fills never get greener, and they span the scale.
+    # Taken in the order of the crude rates they do get greener somewhere (the crude map differs).
+    green = {code: int(re.match(r"rgb\(\d+, (\d+),", fill).group(1)) for code, fill in fills.items()}
+    assert set(green) == set(smoothed) and len(green) == 52
+
+    def never_greener(order):
+        values = [green[c] for c in order]
+        return all(a >= b for a, b in zip(values, values[1:]))
+
+    by_smoothed = sorted(green, key=lambda c: smoothed[c])
+    assert never_greener(by_smoothed) and green[by_smoothed[0]] - green[by_smoothed[-1]] > 100
+    assert not never_greener(sorted(green, key=lambda c: crude[c]))
+
+
+@needs_chromium
 def test_every_region_renders_when_selected(multi_region):
     _, path, _ = multi_region
     with Browser() as browser:
@@ -562,7 +604,8 @@ def test_every_region_renders_when_selected(multi_region):
 @needs_chromium
 def test_screenshots_command(rendered, tmp_path):
     paths = report.write_screenshots(rendered, tmp_path)
-    assert {p.name for p in paths} >= {"page-1400.png", "page-420.png", "map-420.png", "funnel-1400.png"}
+    assert {p.name for p in paths} >= {"page-1400.png", "page-420.png", "map-420.png", "funnel-1400.png",
+                                       "map-smoothed-1400.png", "map-smoothed-420.png"}
     for p in paths:
         width, height = png_size(p)
         assert width in (1400, 420) and height >= 300 and p.stat().st_size > 20_000, p

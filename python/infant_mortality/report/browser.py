@@ -186,10 +186,55 @@ class Page:
         path.write_bytes(base64.b64decode(data["data"]))
         return path
 
+    def click(self, selector: str, index: int = 0) -> None:
+        """A real mouse click (press and release) at the centre of the index-th element matching
+        selector, scrolled into view first: the events a user's click sends, not synthetic ones
+        (Plotly's menus ignore a dispatched JavaScript click)."""
+        found = self.eval(
+            f"(function(){{var e=document.querySelectorAll({json.dumps(selector)})[{index}];if(!e)return null;"
+            "e.scrollIntoView({block:'center'});var r=e.getBoundingClientRect();"
+            "return [r.left+r.width/2,r.top+r.height/2];})()")
+        if found is None:
+            raise ReportError(f"no element {selector!r} number {index + 1} to click")
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", {"type": kind, "x": found[0], "y": found[1], "button": "left",
+                                                   "clickCount": 1})
+
+    def choose_menu_option(self, figure_id: str, label_start: str, timeout: float = 10) -> str:
+        """Open the dropdown of a figure and click the option whose label starts with label_start,
+        as a user does; returns the label now shown in the menu's header."""
+        self.click(f"#{figure_id} .updatemenu-header-group")
+        labels = self.eval(f"Array.prototype.map.call(document.querySelectorAll('#{figure_id} "
+                           ".updatemenu-dropdown-button'), function(b){{return b.textContent;}})") or []
+        matches = [i for i, label in enumerate(labels) if label.startswith(label_start)]
+        if not matches:
+            raise ReportError(f"{figure_id}: no menu option starts with {label_start!r} (options: {labels})")
+        # Plotly redraws the figure after the click; a screenshot before it ends shows empty panels.
+        self.eval(f"(function(){{var g=document.getElementById('{figure_id}');window.__imrDrawn=0;"
+                  "g.once('plotly_afterplot',function(){window.__imrDrawn=1;});})()")
+        self.click(f"#{figure_id} .updatemenu-dropdown-button", matches[0])
+        deadline = time.monotonic() + timeout
+        shown = None
+        while time.monotonic() < deadline:
+            shown = self.eval(f"document.querySelector('#{figure_id} .updatemenu-header').textContent")
+            if shown.startswith(label_start) and self.eval("window.__imrDrawn"):
+                # Two animation frames: the redrawn SVG is painted before anything is captured.
+                self.send("Runtime.evaluate", {"expression": "new Promise(function(r){requestAnimationFrame("
+                                               "function(){requestAnimationFrame(r);});})", "awaitPromise": True})
+                return shown
+            time.sleep(0.1)
+        raise ReportError(f"{figure_id}: the option {label_start!r} was clicked but the menu shows {shown!r} "
+                          f"and the figure was not redrawn")
+
+
+# Map options screenshotted besides the default one (the crude rate): (file name, option label).
+MAP_OPTION_SHOTS = (("map-smoothed", "Smoothed rate (EB): TMI (IMR) · 2010-2019"),)
+
 
 def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Path]:
     """The committed views of a report, at the desktop and the phone width: the top of the
-    page (`page-<width>.png`) and each figure of the region (`<figure>-<width>.png`)."""
+    page (`page-<width>.png`), each figure of the region (`<figure>-<width>.png`), and the map
+    after choosing each option of MAP_OPTION_SHOTS in its menu, as a user does."""
     outdir = Path(outdir)
     paths = []
     with Browser() as browser:
@@ -201,4 +246,8 @@ def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Pat
                 paths.append(page.screenshot(outdir / f"{name}-{width}.png", f"#fig-{name}-{region_code}"))
             paths.append(page.screenshot(outdir / f"trends-{width}.png", f"#fig-trends-{region_code}-imr",
                                          max_height=1800))
+            for name, label in MAP_OPTION_SHOTS:
+                page.choose_menu_option(f"fig-map-{region_code}", label)
+                page.eval("window.scrollTo(0, 0)")
+                paths.append(page.screenshot(outdir / f"{name}-{width}.png", f"#fig-map-{region_code}"))
     return paths

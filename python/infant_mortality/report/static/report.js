@@ -109,6 +109,9 @@
     div.setAttribute('data-state', p.state);
     // On a phone the tool bar would cover the title; pinch and tap still work.
     var cfg = Object.assign({}, config, {displayModeBar: p.state.charAt(0) === 'n' ? false : 'hover'});
+    // A responsive figure takes its height from its box after a window resize: without a fixed box
+    // height the next menu choice collapsed it to 200 px (seen in Chromium after a resize).
+    if (p.layout.height) div.style.height = p.layout.height + 'px';
     return Plotly.react(div, p.data, p.layout, cfg);
   }
 
