@@ -6,10 +6,11 @@ neighbour pairs of `dim_commune_neighbours`; the statistics are
 """
 
 from infant_mortality.smoothing import smooth_commune_rates
+from infant_mortality.model_inputs import ordered_frame
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    pooled = dbt.ref("fct_commune_vs_region").df()
-    neighbours = dbt.ref("dim_commune_neighbours").df()
+    pooled = ordered_frame(dbt.ref("fct_commune_vs_region"))
+    neighbours = ordered_frame(dbt.ref("dim_commune_neighbours"))
     return smooth_commune_rates(pooled, neighbours)

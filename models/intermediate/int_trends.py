@@ -8,13 +8,14 @@ publishes it with a contract.
 """
 
 from infant_mortality.trends import fit_trends
+from infant_mortality.model_inputs import ordered_frame
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
 
-    rates = dbt.ref("fct_rates_commune_year").df()
-    periods = dbt.ref("int_analysis_periods").df()
+    rates = ordered_frame(dbt.ref("fct_rates_commune_year"))
+    periods = ordered_frame(dbt.ref("int_analysis_periods"))
 
     trends = fit_trends(
         rates,

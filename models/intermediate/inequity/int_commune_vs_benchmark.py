@@ -4,6 +4,7 @@ fct_commune_vs_region. The vars `benchmark_min_deaths` and `benchmark_communes` 
 the YAML `config:` and are validated by `parse_benchmark_vars` (errors name the var)."""
 
 from infant_mortality.inequality import benchmark_comparisons, parse_benchmark_vars
+from infant_mortality.model_inputs import ordered_frame
 
 COLUMNS = ["commune_code", "commune_name", "region_code", "region_name", "indicator",
            "period_start", "period_end", "period_label", "n_years", "deaths", "live_births"]
@@ -13,5 +14,5 @@ def model(dbt, session):
     dbt.config(materialized="table")
     min_deaths, listed = parse_benchmark_vars(dbt.config.get("benchmark_min_deaths"),
                                               dbt.config.get("benchmark_communes"))
-    communes = dbt.ref("fct_commune_vs_region").df()[COLUMNS]
+    communes = ordered_frame(dbt.ref("fct_commune_vs_region"))[COLUMNS]
     return benchmark_comparisons(communes, min_deaths, listed)

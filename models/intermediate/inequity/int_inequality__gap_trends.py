@@ -6,12 +6,13 @@ the same YAML `config:` keys (a Python model cannot read project vars), so the t
 cannot be configured differently."""
 
 from infant_mortality.inequality import gap_trends
+from infant_mortality.model_inputs import ordered_frame
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    measures = dbt.ref("int_inequality__measures").df()
-    periods = dbt.ref("int_analysis_periods").df()
+    measures = ordered_frame(dbt.ref("int_inequality__measures"))
+    periods = ordered_frame(dbt.ref("int_analysis_periods"))
     # Single years; a one-year custom period is a single year too (it is not repeated).
     yearly = measures[(measures["period_start"] == measures["period_end"]) & (measures["measure"] == "RII")]
     # A year whose RII is not estimable has a NULL rate; the measure's note says why.

@@ -5,13 +5,14 @@ area, indicator, period and stratifier, computed by
 import time
 
 from infant_mortality.inequality import GROUP_KEYS, inequality_measures
+from infant_mortality.model_inputs import ordered_frame
 
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    membership = dbt.ref("int_inequality__membership").df()
+    membership = ordered_frame(dbt.ref("int_inequality__membership"))
     start = time.perf_counter()
     measures = inequality_measures(membership, KEYS)
     print(f"int_inequality__measures: {len(measures)} rows in {time.perf_counter() - start:.2f} s")

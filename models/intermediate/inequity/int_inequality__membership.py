@@ -5,6 +5,7 @@ only reads the commune rows and returns the ranked frame.
 """
 
 from infant_mortality.inequality import GROUP_KEYS, rank_communes
+from infant_mortality.model_inputs import ordered_frame
 
 # Descriptive columns constant within a group, carried along with the keys.
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
@@ -12,5 +13,5 @@ KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    communes = dbt.ref("int_inequality__commune_inputs").df()
+    communes = ordered_frame(dbt.ref("int_inequality__commune_inputs"))
     return rank_communes(communes, KEYS)

@@ -2,11 +2,12 @@
 computed by `infant_mortality.inequality.quintile_rates` from the ranked communes."""
 
 from infant_mortality.inequality import GROUP_KEYS, quintile_rates
+from infant_mortality.model_inputs import ordered_frame
 
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    membership = dbt.ref("int_inequality__membership").df()
+    membership = ordered_frame(dbt.ref("int_inequality__membership"))
     return quintile_rates(membership, KEYS)
