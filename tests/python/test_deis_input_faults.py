@@ -219,6 +219,28 @@ def test_blank_lines_are_found_wherever_chunks_split_them(tmp_path, monkeypatch,
     assert deis_files.scan_lines(str(path))[:2] == (2, ())
 
 
+def test_line_scan_agrees_with_a_line_by_line_reading(tmp_path, monkeypatch):
+    """The vectorised scan against the plain definition (split at \\n; a line that is empty or
+    only \\r is blank), on random text of ';', 'x', \\r and \\n cut into random chunk sizes."""
+    import hashlib
+    import random
+
+    from infant_mortality import deis_files
+    rng = random.Random(18)
+    path = tmp_path / "r.csv"
+    for case in range(40):
+        data = bytes(rng.choice(b"x;\r\n\n") for _ in range(rng.randint(0, 400)))
+        path.write_bytes(data)
+        parts = data.split(b"\n")
+        if data.endswith(b"\n"):
+            parts = parts[:-1]
+        expected_blank = tuple(i for i, line in enumerate(parts, start=1) if line in (b"", b"\r"))
+        monkeypatch.setattr(deis_files, "CHUNK", rng.choice([1, 2, 3, 5, 64, 1 << 20]))
+        lines, blank, digest, size = deis_files.scan_lines(str(path))
+        assert (lines, blank, digest, size) == (len(parts), expected_blank, hashlib.sha256(data).hexdigest(),
+                                                len(data)), (case, data)
+
+
 @pytest.mark.parametrize("name", ["../x.csv", "/etc/x.csv", "a/../../x.csv", "C:/x.csv", "..\\x.csv"])
 def test_every_way_out_of_the_cache_is_refused(tmp_path, name):
     from infant_mortality import deis_files

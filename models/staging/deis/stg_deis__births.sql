@@ -40,10 +40,8 @@ mapped as (
         typed.*,
         coalesce(crosswalk.new_code, typed.commune_code_as_read) as commune_code,
         crosswalk.mapping as commune_code_mapping,
-        try_cast(
-            cast(typed.birth_year as varchar) || '-' || lpad(cast(typed.birth_month as varchar), 2, '0')
-            || '-' || lpad(cast(typed.birth_day as varchar), 2, '0') as date
-        ) as birth_date
+        -- NULL for an impossible date (30 February, month 13); try() is half the cost of casting text.
+        try(make_date(typed.birth_year, typed.birth_month, typed.birth_day)) as birth_date
     from typed
     {{ deis_crosswalk_join('crosswalk', 'typed.commune_code_as_read', 'typed.birth_year', 'typed.source_layout') }}
 ),

@@ -23,10 +23,9 @@ typed as (
         -- The official file has FECHA_DEF; the per-year layout has day and month.
         coalesce(
             try_strptime(trim(fecha_def), '%Y-%m-%d')::date,
-            case when {{ deis_whole_number('mes_def') }} is not null and {{ deis_whole_number('dia_def') }} is not null
-                then try_cast(
-                    {{ deis_whole_number('ano_def') }} || '-' || lpad({{ deis_whole_number('mes_def') }}::varchar, 2, '0')
-                    || '-' || lpad({{ deis_whole_number('dia_def') }}::varchar, 2, '0') as date) end
+            -- NULL for an impossible date (30 February, month 13) or a missing part.
+            try(make_date({{ deis_whole_number('ano_def') }}, {{ deis_whole_number('mes_def') }},
+                          {{ deis_whole_number('dia_def') }}))
         ) as date_of_death,
         contains(source_columns, 'FECHA_DEF') or contains(source_columns, 'MES_DEF') as has_date,
         {{ deis_sex('glosa_sexo') }} as sex,
