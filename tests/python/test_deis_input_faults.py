@@ -178,6 +178,27 @@ def test_gzip_blank_line_and_quote_led_field_give_the_clean_numbers_and_exact_li
     assert entries == [(str(folder / (DEATHS + ".gz")), "read", 1, True)]
 
 
+def test_blank_lines_in_one_births_file_shift_no_line_of_any_file(clean, tmp_path):
+    # Births files are read together and numbered from Python's record counts per file: blank
+    # lines in the first file must move neither its own later lines nor the next file's, and the
+    # counts stay those of the clean files.
+    files = copy_inputs(clean, tmp_path)
+    first, second = sorted((files / "nacimientos").glob("*.csv"))
+    lines = first.read_bytes().split(b"\n")
+    first.write_bytes(b"\n".join(lines[:3] + [b""] + lines[3:40] + [b"", b""] + lines[40:]))  # blank: 4, 42, 43
+    database = assert_promise(clean, tmp_path, files / DEATHS, files / "nacimientos")
+    for path in (first, second):
+        physical = path.read_bytes().decode("latin-1").split("\n")
+        staged = query(database, "select source_line, birth_day, birth_month, weight_g from staging.stg_deis__births "
+                                 "where source_file = ?", [str(path)])
+        assert len(staged) == len([line for line in physical[1:] if line.strip("\r")])
+        for line, day, month, weight in staged:
+            fields = physical[line - 1].split(";")
+            assert (int(fields[2]), int(fields[1]), int(fields[4])) == (day, month, weight), (path.name, line)
+    entries = dict(query(database, "select entry, blank_lines from marts.audit_input_files where input = 'deis_births'"))
+    assert entries == {str(first): 3, str(second): 0}
+
+
 # --- Security: ZIP members are confined to the cache and bounded ----------------------------
 
 def test_zip_slip_is_refused_by_the_build_and_by_the_command_line_check(clean, tmp_path):
