@@ -373,6 +373,23 @@ def fit_series_trends(
     return out
 
 
+# The trend vars as the models' config `trend_settings` carries them (text, rendered by dbt),
+# with the Python type of each: the one place where a var becomes a keyword of fit_series_trends.
+TREND_SETTING_TYPES = {"min_years": int, "zero_rate_policy": str, "p_threshold": float, "ci_level": float,
+                       "ci_critical": str, "rhotype": str, "method": str, "gaps": str}
+
+
+def trend_settings(config: dict | None) -> dict:
+    """The keyword settings of fit_trends / gap_trends from a model's `trend_settings` config
+    (declared once in models/intermediate/_int_trends__models.yml); names the missing ones."""
+    config = config or {}
+    missing = sorted(set(TREND_SETTING_TYPES) - set(config))
+    if missing:
+        raise ValueError(f"config trend_settings lacks {', '.join(missing)} "
+                         f"(declared in models/intermediate/_int_trends__models.yml)")
+    return {name: convert(config[name]) for name, convert in TREND_SETTING_TYPES.items()}
+
+
 def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, **settings) -> pd.DataFrame:
     """The ``fct_trends`` rows: one per (area_level, area_code, indicator, period_start, period_end).
 

@@ -394,3 +394,14 @@ def test_generic_entry_fits_any_keyed_series():
     assert len(two) == 4
     with pytest.raises(ValueError, match="missing columns \\['rate_per_1000'\\]"):
         fit_series_trends(rows, ["region_code", "indicator"])
+
+
+def test_trend_settings_are_typed_from_the_rendered_config_and_name_what_is_missing():
+    from infant_mortality.trends import trend_settings
+
+    rendered = {"min_years": "5", "zero_rate_policy": "drop", "p_threshold": "0.05", "ci_level": "0.95",
+                "ci_critical": "t", "rhotype": "regress", "method": "prais", "gaps": "restart"}
+    settings = trend_settings(rendered)
+    assert settings["min_years"] == 5 and settings["p_threshold"] == 0.05 and settings["method"] == "prais"
+    with pytest.raises(ValueError, match="lacks ci_level, gaps"):
+        trend_settings({k: v for k, v in rendered.items() if k not in ("gaps", "ci_level")})

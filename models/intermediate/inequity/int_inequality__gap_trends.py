@@ -1,12 +1,13 @@
 """Is the gap closing? Trend of the yearly log10(RII) per area, indicator, stratifier and
 analysis period (`infant_mortality.inequality.gap_trends`: fct_trends' shell
 `infant_mortality.trends.fit_series_trends` with the RII as the rate, plus the gap's own
-`gap_change`). The trend vars `trend_*` are read exactly as `int_trends.py` reads them, from
-the same YAML `config:` keys (a Python model cannot read project vars), so the two trend marts
-cannot be configured differently."""
+`gap_change`). The trend vars `trend_*` arrive as the one config mapping `trend_settings` that
+int_trends also reads (declared once, models/intermediate/_int_trends__models.yml), so the two
+trend marts cannot be configured differently."""
 
 from infant_mortality.inequality import gap_trends
 from infant_mortality.model_inputs import ordered_frame
+from infant_mortality.trends import trend_settings
 
 
 def model(dbt, session):
@@ -21,14 +22,7 @@ def model(dbt, session):
         yearly,
         periods,
         reason="rii_note",
-        min_years=int(dbt.config.get("trend_min_years")),
-        zero_rate_policy=str(dbt.config.get("trend_zero_rate_policy")),
-        p_threshold=float(dbt.config.get("trend_p_threshold")),
-        ci_level=float(dbt.config.get("trend_ci_level")),
-        ci_critical=str(dbt.config.get("trend_ci_critical")),
-        method=str(dbt.config.get("trend_method")),
-        rhotype=str(dbt.config.get("trend_rhotype")),
-        gaps=str(dbt.config.get("trend_gaps")),
+        **trend_settings(dbt.config.get("trend_settings")),
     )
     print(
         f"int_inequality__gap_trends: {trends.attrs['n_series']} series "
