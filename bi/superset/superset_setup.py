@@ -48,7 +48,7 @@ CHARTS = [
     },
     {
         "name": "Regional infant mortality per 1000 live births, by year (trend)",
-        "table": "fct_rates_commune_year",
+        "table": "fct_area_year_rates",
         "viz_type": "echarts_timeseries_line",
         "x_axis": "year",
         "metric": {"label": "rate_per_1000", "expressionType": "SQL", "sqlExpression": "MAX(rate_per_1000)"},

@@ -1,7 +1,7 @@
 -- The one pooling rule of the warehouse (methods.md section 3): over an analysis period, deaths
 -- and live births are summed over the years in which the rate is available, and the pooled
 -- rate is sum(deaths) / sum(births) with exact Poisson limits; never an average of yearly rates.
--- It pools the published yearly rows (fct_rates_commune_year), so "available" means exactly
+-- It pools the published yearly rows (fct_area_year_rates), so "available" means exactly
 -- "has a published rate". Two kinds of pool, by the years they cover:
 --   area_years     every area (commune, region, country) over the years its own rate is
 --                  available: the region's and country's period rates (fct_area_period_rates);
@@ -16,7 +16,7 @@ yearly as (
     select
         area_level, area_code, area_name, region_code, indicator, year, deaths, live_births,
         rate_per_1000 is not null as is_available
-    from {{ ref('fct_rates_commune_year') }}
+    from {{ ref('fct_area_year_rates') }}
 ),
 
 area_years as (

@@ -14,7 +14,7 @@ from infant_mortality.trends import fit_trends, trend_settings
 def model(dbt, session):
     dbt.config(materialized="table")
 
-    rates = ordered_frame(dbt.ref("fct_rates_commune_year"))
+    rates = ordered_frame(dbt.ref("fct_area_year_rates"))
     periods = ordered_frame(dbt.ref("int_analysis_periods"))
 
     trends = fit_trends(rates, periods, **trend_settings(dbt.config.get("trend_settings")))

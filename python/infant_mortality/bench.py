@@ -43,10 +43,10 @@ DEFAULT_SCALES = (0.25, 0.5, 1, 2, 4, 8)
 PHASES = [
     ("seed (reference tables)", ["seed"]),
     ("ingest (files -> typed staging tables)", ["run", "--select", "path:models/staging"]),
-    ("counts, audit and yearly rates", ["run", "--select", "+fct_rates_commune_year",
+    ("counts, audit and yearly rates", ["run", "--select", "+fct_area_year_rates",
                                         "--exclude", "path:models/staging"]),
     ("comparisons, trends, inequity, maps", ["run", "--exclude", "path:models/staging",
-                                             "+fct_rates_commune_year"]),
+                                             "+fct_area_year_rates"]),
     ("data tests and unit tests", ["test"]),
 ]
 
@@ -272,7 +272,7 @@ def benchmark_trend_fitting(database: Path) -> dict:
     from infant_mortality.trends import fit_trends
 
     with duckdb.connect(str(database), read_only=True) as con:
-        rates = con.execute("select * from marts.fct_rates_commune_year").df()
+        rates = con.execute("select * from marts.fct_area_year_rates").df()
         periods = con.execute("select * from intermediate.int_analysis_periods").df()
     result = fit_trends(rates, periods)
     batched_seconds = result.attrs["fit_seconds"]

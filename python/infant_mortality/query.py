@@ -146,7 +146,7 @@ def print_result(text: str, frame, limit: int | None, header: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infant_mortality.query", description=__doc__.split("\n")[0])
-    parser.add_argument("sql", help="one or more statements, e.g. \"select * from marts.fct_rates_commune_year limit 5\"")
+    parser.add_argument("sql", help="one or more statements, e.g. \"select * from marts.fct_area_year_rates limit 5\"")
     parser.add_argument("--warehouse", type=Path, default=None,
                         help=f"the DuckDB file (default: $IMR_DUCKDB_PATH or this project's {DEFAULT_PUBLISHED})")
     parser.add_argument("--csv", type=Path, help="write the result to this CSV file instead of printing it")

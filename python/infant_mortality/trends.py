@@ -11,7 +11,7 @@ Two entry points:
 * :func:`fit_series_trends` -- generic: rows of (key columns..., year, rate) for any series
   (an area's yearly rates, a yearly inequality index, ...), optionally crossed with analysis
   periods; one row per series (and period).
-* :func:`fit_trends` -- the ``fct_trends`` rows from ``fct_rates_commune_year`` and
+* :func:`fit_trends` -- the ``fct_trends`` rows from ``fct_area_year_rates`` and
   ``int_analysis_periods``: series keyed by (area_level, area_code, indicator).
 
 Rules of the shell:

@@ -14,7 +14,7 @@ expected as (
 ),
 
 published as (
-    select * from {{ ref('fct_rates_commune_year') }} where area_level in ('region', 'country')
+    select * from {{ ref('fct_area_year_rates') }} where area_level in ('region', 'country')
 )
 
 select published.area_level, published.area_code, published.year, published.indicator,

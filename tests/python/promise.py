@@ -4,7 +4,7 @@ Every published rate of a build on faulted input either equals what the clean in
 is unavailable with an audit row that names the cell; otherwise the build must have stopped
 (which the caller checks: there is then no faulted warehouse to compare).
 
-A cell is one row of `marts.fct_rates_commune_year` (area_level, area_code, year, indicator).
+A cell is one row of `marts.fct_area_year_rates` (area_level, area_code, year, indicator).
 An audit row names a cell when its `record_key` starts with `<area_level>=<area_code> year=<year>`
 (the count-problem rows: `commune=13123 year=2018 indicator=imr`, `region=13 year=2019 ...`)
 or, for a commune cell, when it carries that commune code and year (record-level rows).
@@ -19,7 +19,7 @@ import duckdb
 
 CELLS_SQL = """
     select area_level, area_code, year, indicator, deaths, live_births, rate_per_1000
-    from marts.fct_rates_commune_year
+    from marts.fct_area_year_rates
 """
 AUDIT_SQL = "select record_key, commune_code, year from marts.audit_data_quality"
 

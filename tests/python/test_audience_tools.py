@@ -26,20 +26,20 @@ def test_the_duckdb_cli_comes_with_the_environment_and_reads_the_published_file(
     result = subprocess.run(
         [str(DUCKDB_CLI), "-readonly", "-csv", str(published_warehouse.path), "-c",
          "select count(*) as communes from marts.dim_commune; "
-         "select round(rate_per_1000, 2) as tmi from marts.fct_rates_commune_year "
+         "select round(rate_per_1000, 2) as tmi from marts.fct_area_year_rates "
          "where area_level = 'region' and area_code = '13' and indicator = 'imr' and year = 2010; "
-         "select round(rate_per_1000, 2) as tmi_chile from marts.fct_rates_commune_year "
+         "select round(rate_per_1000, 2) as tmi_chile from marts.fct_area_year_rates "
          "where area_level = 'country' and indicator = 'imr' and year = 2010"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     # Region 13 (Metropolitana) 7.14 and Chile 7.44 per 1000 in 2010 (INE/DEIS publish 7.4 for Chile).
     assert result.stdout.split() == ["communes", "346", "tmi", "7.14", "tmi_chile", "7.44"]
     # And the Parquet files, with no database at all.
-    parquet = published_warehouse.parquet / "fct_rates_commune_year.parquet"
+    parquet = published_warehouse.parquet / "fct_area_year_rates.parquet"
     rows = subprocess.run([str(DUCKDB_CLI), "-csv", "-c", f"select count(*) as n from '{parquet}'"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert rows.stdout.split() == ["n", str(query(published_warehouse.path,
-                                                  "select count(*) from marts.fct_rates_commune_year")[0][0])]
+                                                  "select count(*) from marts.fct_area_year_rates")[0][0])]
     # Read-only means read-only.
     write = subprocess.run([str(DUCKDB_CLI), "-readonly", str(published_warehouse.path), "-c",
                             "create table marts.x as select 1"], capture_output=True, text=True, timeout=60)

@@ -29,9 +29,12 @@ BI = REPO_ROOT / "bi" / "superset"
 
 
 def marts_with_columns(path: Path) -> dict[str, list[tuple[str, str]]]:
-    """The independent answer: DuckDB's own catalog."""
+    """The independent answer: DuckDB's own catalog. Tables only: the one view, the deprecated
+    alias fct_rates_commune_year, is not a table to SQLAlchemy or Superset."""
     rows = query(path, "select table_name, column_name, data_type from duckdb_columns() "
-                       "where schema_name = 'marts' order by table_name, column_index")
+                       "where schema_name = 'marts' and table_name in "
+                       "(select table_name from duckdb_tables() where schema_name = 'marts') "
+                       "order by table_name, column_index")
     marts: dict[str, list[tuple[str, str]]] = {}
     for table, column, data_type in rows:
         marts.setdefault(table, []).append((column, data_type))
@@ -156,7 +159,7 @@ def test_superset_connects_lists_columns_imports_the_dashboard_and_runs_its_char
     assert len(ranking["first_rows"]) == 3
     assert all((r["commune_name"], r["rate_ratio"]) in top for r in ranking["first_rows"])
     trend = next(c for name, c in charts.items() if "(trend)" in name)
-    regional = query(published_warehouse.path, "select year, rate_per_1000 from marts.fct_rates_commune_year "
+    regional = query(published_warehouse.path, "select year, rate_per_1000 from marts.fct_area_year_rates "
                                                "where area_level = 'region' and indicator = 'imr' order by year")
     assert trend["rows"] == len(regional) == 16 * 10  # one line per region, 2010-2019
     # Ordered by year only: the first rows are regions' 2010 rates, in any region order.

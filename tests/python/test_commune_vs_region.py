@@ -99,7 +99,7 @@ def test_unavailable_commune_year_is_left_out_on_both_sides(bundled_warehouse):
     )
     (births_without_2018,), = query(
         bundled_warehouse,
-        "select sum(live_births) from marts.fct_rates_commune_year where area_level = 'region' "
+        "select sum(live_births) from marts.fct_area_year_rates where area_level = 'region' "
         "and area_code = '13' and year between 2015 and 2019 and year <> 2018",
     )
     assert (n_years, n_in_period) == (4, 5)

@@ -57,7 +57,7 @@ def mixed(tmp_path_factory):
 def test_every_layout_gives_the_hand_worked_counts_for_all_four_indicators(mixed):
     rows = query(mixed, """
         select area_code, year, indicator, deaths, live_births, rate_per_1000
-        from marts.fct_rates_commune_year
+        from marts.fct_area_year_rates
         where area_level = 'commune' and (live_births > 0 or deaths > 0)""")
     found = {}
     for code, year, indicator, deaths, births, rate in rows:
@@ -79,7 +79,7 @@ def test_layouts_are_detected_per_file_and_every_line_is_read(mixed):
         ("defunciones_2016_official_noheader.csv", "deaths_official_figures", "latin-1", 4, 4, 4, "read"),
         ("defunciones_2017_official_header.csv", "deaths_official_figures", "utf-8", 3, 2, 2, "read"),
     ]
-    basis = query(mixed, "select distinct count_basis from marts.fct_rates_commune_year")
+    basis = query(mixed, "select distinct count_basis from marts.fct_area_year_rates")
     assert basis == [("DEIS microdata: death and birth records",)]
     (folder,), = query(mixed, "select distinct regexp_extract(entry, '/([^/]+)/deaths/', 1) from marts.audit_input_files "
                               "where input = 'deis_deaths'")

@@ -176,7 +176,7 @@ def test_shared_faults_build_and_keep_the_promise(bundled_warehouse, shared_buil
     assert check_promise(bundled_warehouse, path) == []
     cells = {(level, code, year): (reason, rate) for level, code, year, reason, rate in query(
         path, "select area_level, area_code, year, unavailable_reason, rate_per_1000 "
-              "from marts.fct_rates_commune_year where indicator = 'imr'")}
+              "from marts.fct_area_year_rates where indicator = 'imr'")}
     audit = query(path, "select source_file, source_line, check_name, commune_code, year from marts.audit_data_quality")
     for fault in SHARED_FAULTS:
         if fault.cell is not None:

@@ -96,7 +96,7 @@ def test_fitted_gradient_is_published_per_commune(bundled_warehouse):
 def test_single_years_come_from_the_yearly_rates(bundled_warehouse):
     mismatches = query(bundled_warehouse, """
         select count(*) from marts.fct_commune_deprivation as m
-        left join marts.fct_rates_commune_year as y
+        left join marts.fct_area_year_rates as y
             on y.area_level = 'commune' and y.area_code = m.commune_code and y.year = m.period_start
             and y.indicator = m.indicator
         where m.period_kind = 'single_year' and m.period_start = m.period_end

@@ -83,7 +83,7 @@ def test_dim_indicator_is_the_seed_and_covers_every_mart(bundled_warehouse):
     assert all(r[3] == 1000 for r in rows)
     assert [r[0] for r in rows if r[4]] == ["imr"]  # the bundled aggregates give imr only
     assert [r[0] for r in rows if r[5]] == ["imr"]
-    for mart in ("fct_rates_commune_year", "fct_commune_vs_region", "fct_trends", "fct_area_period_rates"):
+    for mart in ("fct_area_year_rates", "fct_commune_vs_region", "fct_trends", "fct_area_period_rates"):
         (outside,), = query(bundled_warehouse, f"select count(*) from marts.{mart} "
                                                "where indicator not in (select indicator from marts.dim_indicator)")
         assert outside == 0, mart

@@ -70,11 +70,11 @@ def test_source_lines_point_at_the_records_across_many_births_files(generated_rm
 def test_imr_equals_the_aggregate_mode_for_every_commune_year(generated_rm_warehouse, bundled_warehouse):
     micro = {row[:2]: row[2:] for row in query(
         generated_rm_warehouse,
-        "select area_code, year, deaths, live_births from marts.fct_rates_commune_year "
+        "select area_code, year, deaths, live_births from marts.fct_area_year_rates "
         "where area_level = 'commune' and indicator = 'imr'")}
     aggregate = query(
         bundled_warehouse,
-        "select area_code, year, deaths, live_births, unavailable_reason from marts.fct_rates_commune_year "
+        "select area_code, year, deaths, live_births, unavailable_reason from marts.fct_area_year_rates "
         "where area_level = 'commune' and indicator = 'imr' and region_code = '13'")  # the RM of the national build
     assert len(micro) == len(aggregate) == 520
     compared = 0
@@ -89,7 +89,7 @@ def test_imr_equals_the_aggregate_mode_for_every_commune_year(generated_rm_wareh
 def test_all_four_indicators_and_the_component_identities(generated_rm_warehouse):
     rows = query(
         generated_rm_warehouse,
-        "select indicator, sum(deaths) from marts.fct_rates_commune_year where area_level = 'commune' "
+        "select indicator, sum(deaths) from marts.fct_area_year_rates where area_level = 'commune' "
         "group by indicator")
     totals = dict(rows)
     assert set(totals) == {"imr", "nmr", "enmr", "pnmr"}
@@ -115,7 +115,7 @@ def test_late_infant_mortality_is_compared_for_the_52_communes(generated_rm_ware
         "min(count_basis_ok::int) from (select *, true as count_basis_ok from marts.fct_commune_vs_region) "
         "where indicator = 'pnmr' and period_label = '2010-2019'")
     assert rows == [(52, 52, True, 1)]
-    basis = query(generated_rm_warehouse, "select distinct count_basis from marts.fct_rates_commune_year")
+    basis = query(generated_rm_warehouse, "select distinct count_basis from marts.fct_area_year_rates")
     # Files written by imr-generate-deis say so wherever count_basis is shown.
     assert basis == [("GENERATED DEIS-layout microdata (synthetic): death and birth records, not official figures",)]
     trends = query(

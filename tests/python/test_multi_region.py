@@ -58,7 +58,7 @@ def test_region_deaths_reconcile_with_the_generated_death_records(national_sampl
     path, out = national_sample
     rows = query(
         path,
-        "select area_code, year, deaths from marts.fct_rates_commune_year "
+        "select area_code, year, deaths from marts.fct_area_year_rates "
         "where area_level = 'region' and indicator = 'imr'")
     expected = infant_deaths_in_files(out)
     assert {(region, year): deaths for region, year, deaths in rows} == dict(expected)
@@ -68,7 +68,7 @@ def test_each_region_and_the_country_have_their_own_rows(national_sample):
     path, out = national_sample
     rows = query(
         path,
-        "select area_level, area_code, count(distinct year), sum(live_births) from marts.fct_rates_commune_year "
+        "select area_level, area_code, count(distinct year), sum(live_births) from marts.fct_area_year_rates "
         "where indicator = 'imr' and area_level <> 'commune' group by 1, 2 order by 1, 2")
     births = births_in_files(out)
     expected_regions = [("region", r, 5, sum(births[(r, y)] for y in YEARS)) for r in REGIONS]
@@ -82,8 +82,8 @@ def test_country_is_the_sum_of_its_regions_every_year(national_sample):
         """
         with regions as (
             select year, indicator, sum(deaths) as deaths, sum(live_births) as births
-            from marts.fct_rates_commune_year where area_level = 'region' group by year, indicator)
-        select count(*) from marts.fct_rates_commune_year as country
+            from marts.fct_area_year_rates where area_level = 'region' group by year, indicator)
+        select count(*) from marts.fct_area_year_rates as country
         join regions using (year, indicator)
         where country.area_level = 'country'
             and (country.deaths <> regions.deaths or country.live_births <> regions.births)
@@ -99,7 +99,7 @@ def test_every_commune_is_compared_with_its_own_region(national_sample):
         select c.commune_code, c.region_code, c.region_deaths, c.region_live_births, r.deaths, r.births
         from marts.fct_commune_vs_region as c
         join (select area_code, sum(deaths) as deaths, sum(live_births) as births
-              from marts.fct_rates_commune_year
+              from marts.fct_area_year_rates
               where area_level = 'region' and indicator = 'imr' group by area_code) as r
             on r.area_code = c.region_code
         where c.indicator = 'imr' and c.period_label = '2015-2019' and c.n_years = 5
@@ -123,7 +123,7 @@ def test_region_scope_var_keeps_one_region(tmp_path, national_sample):
         "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
         "deis_births_path": str(out / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache"),
         "scope_regions": ["12"], "scope_year_start": 2016})
-    rows = query(path, "select distinct area_level, region_code, min(year) over () from marts.fct_rates_commune_year "
+    rows = query(path, "select distinct area_level, region_code, min(year) over () from marts.fct_area_year_rates "
                        "order by 1")
     assert rows == [("commune", "12", 2016), ("region", "12", 2016)]  # one region: no country row
 

@@ -133,7 +133,7 @@ def test_publish_prints_a_summary_and_leaves_only_the_published_files(published)
     out = published.output
     assert f"Published {published.path}" in out
     assert "Wall time" in out
-    for mart in ("dim_commune", "fct_rates_commune_year", "audit_data_quality"):
+    for mart in ("dim_commune", "fct_area_year_rates", "audit_data_quality"):
         assert f"marts.{mart}" in out
     assert re.search(r"marts\.dim_commune\s+346 rows", out)
     assert not published.path.with_name(NAME + ".wal").exists()
@@ -173,7 +173,8 @@ def test_published_file_is_self_contained_for_readers_anywhere(published, tmp_pa
     counts = json.loads(result.stdout)
     assert not [name for name in counts if name.startswith("staging.")]
     assert counts["marts.dim_commune"] == 346
-    assert counts["marts.fct_rates_commune_year"] > 0
+    assert counts["marts.fct_area_year_rates"] > 0
+    assert counts["marts.fct_rates_commune_year"] == counts["marts.fct_area_year_rates"]  # the alias view
     assert query(published.path, "select count(*) from duckdb_schemas() where schema_name = 'staging'") == [(0,)]
 
 
@@ -186,8 +187,11 @@ def test_mart_and_column_descriptions_are_comments_in_the_database(published):
     manifest = json.loads((published.target / "manifest.json").read_text())
     marts = [node for node in manifest["nodes"].values()
              if node["resource_type"] == "model" and node["schema"] == "marts"]
-    assert {"dim_commune", "fct_rates_commune_year", "audit_data_quality"} <= {m["name"] for m in marts}
-    tables = dict(query(published.path, "select table_name, comment from duckdb_tables() where schema_name = 'marts'"))
+    assert {"dim_commune", "fct_area_year_rates", "fct_rates_commune_year", "audit_data_quality"} <= {
+        m["name"] for m in marts}
+    tables = dict(query(published.path, "select table_name, comment from duckdb_tables() where schema_name = 'marts' "
+                                        "union all select view_name, comment from duckdb_views() "
+                                        "where schema_name = 'marts'"))
     columns = {(t, c): comment for t, c, comment in query(
         published.path, "select table_name, column_name, comment from duckdb_columns() where schema_name = 'marts'")}
     missing = []
@@ -219,6 +223,25 @@ def test_parquet_files_have_the_same_rows_as_the_marts(published):
             table_types = con.execute(f"select column_name, column_type from (describe {table})").fetchall()
             parquet_types = con.execute(f"select column_name, column_type from (describe from {parquet})").fetchall()
             assert table_types == parquet_types, mart
+
+
+def test_the_old_mart_name_is_a_view_with_the_same_rows_and_no_parquet_file(published):
+    """fct_rates_commune_year, renamed fct_area_year_rates, stays as a deprecated alias: a view
+    (no copy, no Parquet file of its own) with the mart's columns and rows."""
+    assert query(published.path, "select view_name from duckdb_views() where schema_name = 'marts'") == [
+        ("fct_rates_commune_year",)]
+    assert "fct_rates_commune_year" not in mart_names(published.path)
+    assert not (published.parquet / "fct_rates_commune_year.parquet").exists()
+    assert (published.parquet / "fct_area_year_rates.parquet").exists()
+    with duckdb.connect(str(published.path), read_only=True) as con:
+        old, new = "marts.fct_rates_commune_year", "marts.fct_area_year_rates"
+        assert con.execute(f"describe {old}").fetchall() == con.execute(f"describe {new}").fetchall()
+        for a, b in ((old, new), (new, old)):
+            assert con.execute(f"select count(*) from (from {a} except all from {b})").fetchall() == [(0,)]
+        assert con.execute(f"select count(*) from {old}").fetchone()[0] > 0
+        (comment,), = con.execute("select comment from duckdb_views() where view_name = 'fct_rates_commune_year'"
+                                  ).fetchall()
+    assert "Deprecated alias of `fct_area_year_rates`" in comment
 
 
 def test_superset_style_sqlalchemy_engine_reads_a_mart_and_releases_the_file(published):
@@ -261,7 +284,7 @@ def test_published_file_opens_in_duckdb_1_4(published, duckdb14_python):
         con = duckdb.connect(sys.argv[1], read_only=True)
         print(duckdb.__version__)
         print(con.execute("select count(*) from marts.dim_commune").fetchone()[0])
-        print(con.execute("select count(*) from marts.fct_rates_commune_year").fetchone()[0])
+        print(con.execute("select count(*) from marts.fct_area_year_rates").fetchone()[0])
     """)
     result = subprocess.run([str(duckdb14_python), "-c", script, str(published.path)],
                             capture_output=True, text=True)
@@ -269,14 +292,14 @@ def test_published_file_opens_in_duckdb_1_4(published, duckdb14_python):
     version, communes, rates = result.stdout.split()
     assert version.startswith("1.4.")
     assert int(communes) == 346
-    assert int(rates) == query(published.path, "select count(*) from marts.fct_rates_commune_year")[0][0]
+    assert int(rates) == query(published.path, "select count(*) from marts.fct_area_year_rates")[0][0]
 
 
 # ---------------------------------------------------------------------------------------------
 # Publishing again, with readers and writers around
 
 
-UNRELIABLE = "select count(*) from marts.fct_rates_commune_year where is_unreliable"
+UNRELIABLE = "select count(*) from marts.fct_area_year_rates where is_unreliable"
 
 
 def test_publish_succeeds_while_a_reader_holds_the_file_and_new_connections_see_the_new_build(
@@ -297,7 +320,7 @@ def test_publish_succeeds_while_a_reader_holds_the_file_and_new_connections_see_
     after = query(path, UNRELIABLE)
     assert after[0][0] < before[0][0], "a new connection must see the build with the lower threshold"
     # The Parquet files were replaced too.
-    parquet = path.parent / "parquet" / "fct_rates_commune_year.parquet"
+    parquet = path.parent / "parquet" / "fct_area_year_rates.parquet"
     with duckdb.connect() as con:
         assert con.execute(f"select count(*) from read_parquet('{parquet}') where is_unreliable").fetchall() == after
 
@@ -352,7 +375,7 @@ def test_docs_only_generates_static_docs_without_opening_the_published_file(publ
     page = target / "static_index.html"
     assert str(page) in result.stdout
     html = page.read_text()
-    assert "fct_rates_commune_year" in html and "dim_commune" in html
+    assert "fct_area_year_rates" in html and "dim_commune" in html
     assert (target / "catalog.json").exists()
     assert sha256(published.path) == before
     assert not (published.path.parent / ".build" / "docs").exists()
@@ -569,18 +592,20 @@ def test_hand_dbt_build_writes_the_development_file_and_leaves_the_published_one
     script = textwrap.dedent("""
         import json, sys, duckdb
         con = duckdb.connect(sys.argv[1], read_only=True)
-        views = con.execute("select count(*) from duckdb_views() where not internal").fetchone()[0]
-        rels = con.execute("select schema_name, table_name from duckdb_tables()").fetchall()
-        print(json.dumps([views, {f"{s}.{t}": con.execute(f'select count(*) from "{s}"."{t}"').fetchone()[0]
-                                  for s, t in rels}]))
+        views = con.execute("select schema_name, view_name from duckdb_views() where not internal").fetchall()
+        rels = con.execute("select schema_name, table_name from duckdb_tables()").fetchall() + views
+        print(json.dumps([sorted(f"{s}.{v}" for s, v in views),
+                          {f"{s}.{t}": con.execute(f'select count(*) from "{s}"."{t}"').fetchone()[0]
+                           for s, t in rels}]))
     """)
     elsewhere = subprocess.run([sys.executable, "-c", script, str(dev)], cwd=tmp_path, capture_output=True, text=True)
     assert elsewhere.returncode == 0, elsewhere.stderr
     views, counts = json.loads(elsewhere.stdout)
-    assert views == 0
+    # The only view is the deprecated alias of a mart, which reads no file.
+    assert views == ["marts.fct_rates_commune_year"]
     assert counts["staging.stg_reference__communes"] == 346
-    assert counts["marts.fct_rates_commune_year"] == query(published.path,
-                                                           "select count(*) from marts.fct_rates_commune_year")[0][0]
+    assert counts["marts.fct_area_year_rates"] == counts["marts.fct_rates_commune_year"] == query(
+        published.path, "select count(*) from marts.fct_area_year_rates")[0][0]
 
 
 def test_publish_errors_are_one_sentence_not_tracebacks(tmp_path):

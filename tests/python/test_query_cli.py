@@ -45,7 +45,7 @@ def warehouse_copy(bundled_warehouse, tmp_path_factory) -> Path:
 
 
 def test_prints_every_statement_with_its_row_count(bundled_warehouse):
-    printed = run_query("select year, deaths from marts.fct_rates_commune_year "
+    printed = run_query("select year, deaths from marts.fct_area_year_rates "
                         "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year limit 1",
                         env_path=bundled_warehouse)
     assert printed.returncode == 0, printed.stderr
@@ -63,9 +63,9 @@ def test_prints_every_statement_with_its_row_count(bundled_warehouse):
 
 
 def test_never_truncates_silently(bundled_warehouse):
-    n_rows = query(bundled_warehouse, "select count(*) from marts.fct_rates_commune_year")[0][0]
+    n_rows = query(bundled_warehouse, "select count(*) from marts.fct_area_year_rates")[0][0]
     assert n_rows > 200
-    sql = "select area_code, year, indicator from marts.fct_rates_commune_year order by all"
+    sql = "select area_code, year, indicator from marts.fct_area_year_rates order by all"
     default = run_query(sql, env_path=bundled_warehouse)
     lines = default.stdout.strip().splitlines()
     assert lines[-1] == f"{n_rows} rows (showing the first 200; --all prints every row, --csv FILE saves them)"

@@ -173,7 +173,7 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
 
     # The regional line and band: the region's pooled rate 2010-2019 with exact limits,
     # computed here from its yearly rows (sum / sum) and scipy's Poisson quantiles.
-    deaths, births = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_rates_commune_year "
+    deaths, births = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_area_year_rates "
                                               "where area_level = 'region' and area_code = '13' and indicator = 'imr'")[0]
     shapes = figs["fig-ranking-13"]["layout"]["shapes"]
     line = [s for s in shapes if s["type"] == "line"][0]
@@ -461,7 +461,7 @@ def test_country_section_and_region_selector(multi_region):
         assert f'<section class="region-block" data-region="{code}"' in text
         assert f"fig-ranking-{code}" in figures(text)
     # The country's headline: its pooled 2010-2019 TMI from its yearly rows, with exact limits.
-    deaths, births = query(warehouse, "select sum(deaths), sum(live_births) from marts.fct_rates_commune_year "
+    deaths, births = query(warehouse, "select sum(deaths), sum(live_births) from marts.fct_area_year_rates "
                                       "where area_level = 'country' and indicator = 'imr'")[0]
     lo, hi = poisson_ci(float(deaths))
     country = text[text.index('<section class="country-block"'):]

@@ -161,7 +161,7 @@ def test_a_bad_setting_stops_before_any_model_is_built(bad_runs, name):
     assert _tables(database) == []
 
 
-COUNT_MARTS = {"marts.fct_rates_commune_year", "marts.fct_commune_vs_region", "marts.fct_trends", "marts.audit_data_quality"}
+COUNT_MARTS = {"marts.fct_area_year_rates", "marts.fct_commune_vs_region", "marts.fct_trends", "marts.audit_data_quality"}
 
 
 def test_sql_in_a_var_writes_nothing(bad_runs):
@@ -189,7 +189,7 @@ def test_a_raw_data_dir_with_an_apostrophe_and_accents_works(tmp_path):
     result, _ = _run(tmp_path / "run", {"raw_data_dir": str(raw)})
     assert result.returncode == 0, result.stdout[-3000:]
     with duckdb.connect(str(tmp_path / "run" / "w.duckdb"), read_only=True) as con:
-        rows = con.execute("select live_births from marts.fct_rates_commune_year "
+        rows = con.execute("select live_births from marts.fct_area_year_rates "
                            "where area_level = 'region' and area_code = '13' and year = 2010 and indicator = 'imr'").fetchall()
     assert rows == [(101047,)]  # the region's 2010 births, as published by INE
 

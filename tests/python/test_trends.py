@@ -18,7 +18,7 @@ RESEARCH_NOTE_IMR = [9.1, 8.7, 8.9, 8.2, 8.0, 7.9, 7.3, 7.5, 7.0, 6.8]  # 2005-2
 
 
 def _rates(series: dict, first_year: int = 2005, births: int = 1000) -> pd.DataFrame:
-    """{(level, code, indicator): [rate or None, ...]} -> a frame like fct_rates_commune_year."""
+    """{(level, code, indicator): [rate or None, ...]} -> a frame like fct_area_year_rates."""
     rows = []
     for (level, code, indicator), values in series.items():
         for i, rate in enumerate(values):

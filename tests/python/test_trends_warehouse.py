@@ -34,7 +34,7 @@ def test_trend_class_follows_from_p_value_and_slope(bundled_warehouse):
 def test_region_trend_equals_a_statsmodels_reference_fit_of_its_yearly_rates(bundled_warehouse):
     years, rates = zip(*query(
         bundled_warehouse,
-        "select year, rate_per_1000 from marts.fct_rates_commune_year "
+        "select year, rate_per_1000 from marts.fct_area_year_rates "
         "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year",
     ))
     reference = prais_winsten_trend(np.log10(rates), np.array(years, dtype=float))
@@ -67,7 +67,7 @@ def _region_rates(warehouse):
     """The Metropolitan Region's yearly IMR (the build holds all 16 regions: one series, one fit)."""
     years, rates = zip(*query(
         warehouse,
-        "select year, rate_per_1000 from marts.fct_rates_commune_year "
+        "select year, rate_per_1000 from marts.fct_area_year_rates "
         "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year",
     ))
     return np.array(years, dtype=float), np.log10(rates)

@@ -35,7 +35,7 @@ def test_every_commune_of_chile_has_ten_years_of_infant_mortality(bundled_wareho
     rows = query(
         bundled_warehouse,
         "select count(distinct area_code), count(distinct year), count(*), count(distinct region_code) "
-        "from marts.fct_rates_commune_year where area_level = 'commune' and indicator = 'imr'",
+        "from marts.fct_area_year_rates where area_level = 'commune' and indicator = 'imr'",
     )
     assert rows == [(COMMUNES, 10, COMMUNES * 10, REGIONS)]
 
@@ -43,7 +43,7 @@ def test_every_commune_of_chile_has_ten_years_of_infant_mortality(bundled_wareho
 def test_commune_births_equal_the_national_file_every_commune_year(bundled_warehouse, by_hand):
     rows = query(
         bundled_warehouse,
-        "select area_code, year, live_births from marts.fct_rates_commune_year "
+        "select area_code, year, live_births from marts.fct_area_year_rates "
         "where area_level = 'commune' and indicator = 'imr'",
     )
     assert {(code, year): births for code, year, births in rows} == {key: v[0] for key, v in by_hand.items()}
@@ -59,7 +59,7 @@ def test_derived_deaths_are_ine_minus_deis_aged_1_plus_every_commune_year(bundle
     # Published wherever the rate is: the same number.
     published = query(
         bundled_warehouse,
-        "select area_code, year, deaths from marts.fct_rates_commune_year "
+        "select area_code, year, deaths from marts.fct_area_year_rates "
         "where area_level = 'commune' and rate_per_1000 is not null",
     )
     assert len(published) > 3000
@@ -84,7 +84,7 @@ def test_every_negative_and_no_birth_commune_year_is_audited_and_has_no_rate(bun
                        "deaths_exceed_births": more_deaths_than_births}
     unavailable = query(
         bundled_warehouse,
-        "select area_code, year, unavailable_reason, deaths, rate_per_1000 from marts.fct_rates_commune_year "
+        "select area_code, year, unavailable_reason, deaths, rate_per_1000 from marts.fct_area_year_rates "
         "where area_level = 'commune' and unavailable_reason is not null",
     )
     assert {(code, year) for code, year, *_ in unavailable} == negative | no_births | more_deaths_than_births
@@ -98,7 +98,7 @@ def test_small_counts_stay_published_and_flagged_unreliable(bundled_warehouse, b
     assert (births, all_ages - aged_1_plus) == (8, 1)
     (deaths, rate, unreliable, reason), = query(
         bundled_warehouse,
-        "select deaths, rate_per_1000, is_unreliable, unavailable_reason from marts.fct_rates_commune_year "
+        "select deaths, rate_per_1000, is_unreliable, unavailable_reason from marts.fct_area_year_rates "
         "where area_code = '01403' and year = 2010",
     )
     assert (deaths, rate, unreliable, reason) == (1, 125.0, True, None)
@@ -124,7 +124,7 @@ def test_deis_commune_years_not_listed_count_as_zero_deaths_aged_1_plus(bundled_
 def test_country_births_and_infant_mortality_every_year(bundled_warehouse, by_hand):
     rows = query(
         bundled_warehouse,
-        "select year, deaths, live_births, round(rate_per_1000, 2) from marts.fct_rates_commune_year "
+        "select year, deaths, live_births, round(rate_per_1000, 2) from marts.fct_area_year_rates "
         "where area_level = 'country' and area_code = 'CL' and indicator = 'imr' order by year",
     )
     # DEIS national births series (data/README.md), and the national derivation 7.44 ... 6.53.
@@ -140,7 +140,7 @@ def test_region_2010_is_721_deaths_in_101047_births(bundled_warehouse):
     # data/README.md: RM infant mortality from the derivation is 7.14 per 1000 in 2010.
     (deaths, births, rate, lower, upper), = query(
         bundled_warehouse,
-        "select deaths, live_births, rate_per_1000, ci95_lower, ci95_upper from marts.fct_rates_commune_year "
+        "select deaths, live_births, rate_per_1000, ci95_lower, ci95_upper from marts.fct_area_year_rates "
         "where area_level = 'region' and area_code = '13' and year = 2010 and indicator = 'imr'",
     )
     assert (deaths, births) == (721, 101047)
@@ -152,7 +152,7 @@ def test_region_rates_match_the_published_derivation_every_year(bundled_warehous
     published = [7.14, 7.55, 7.02, 6.73, 7.06, 6.57, 6.63, 6.82, 5.95, 5.97]  # data/README.md
     rows = query(
         bundled_warehouse,
-        "select round(rate_per_1000, 2) from marts.fct_rates_commune_year "
+        "select round(rate_per_1000, 2) from marts.fct_area_year_rates "
         "where area_level = 'region' and area_code = '13' and indicator = 'imr' order by year",
     )
     assert [r[0] for r in rows] == published
@@ -160,7 +160,7 @@ def test_region_rates_match_the_published_derivation_every_year(bundled_warehous
 
 def test_every_region_has_its_yearly_rates_comparisons_and_trends(bundled_warehouse):
     rates = query(bundled_warehouse,
-                  "select count(distinct area_code), count(*), count(rate_per_1000) from marts.fct_rates_commune_year "
+                  "select count(distinct area_code), count(*), count(rate_per_1000) from marts.fct_area_year_rates "
                   "where area_level = 'region' and indicator = 'imr'")
     assert rates == [(REGIONS, REGIONS * 10, REGIONS * 10)]  # every region-year is published
     comparisons = query(bundled_warehouse,
@@ -187,7 +187,7 @@ def test_negative_derived_count_is_audited_and_has_no_rate(bundled_warehouse):
     assert audit == [("negative_derived_count", "deaths=-2 live_births=1857", True)]
     (deaths, rate, lower, reason), = query(
         bundled_warehouse,
-        "select deaths, rate_per_1000, ci95_lower, unavailable_reason from marts.fct_rates_commune_year "
+        "select deaths, rate_per_1000, ci95_lower, unavailable_reason from marts.fct_area_year_rates "
         "where area_code = '13123' and year = 2018",
     )
     assert (deaths, rate, lower, reason) == (None, None, None, "negative_derived_count")
@@ -197,7 +197,7 @@ def test_commune_interval_is_the_exact_poisson_interval_by_hand(bundled_warehous
     # Independencia 2010 by hand: INE births and all-age deaths minus DEIS deaths aged 1+.
     (deaths, births, rate, lower, upper), = query(
         bundled_warehouse,
-        "select deaths, live_births, rate_per_1000, ci95_lower, ci95_upper from marts.fct_rates_commune_year "
+        "select deaths, live_births, rate_per_1000, ci95_lower, ci95_upper from marts.fct_area_year_rates "
         "where area_code = '13108' and year = 2010",
     )
     births_by_hand, all_deaths, aged_1_plus = by_hand[("13108", 2010)]
@@ -232,7 +232,7 @@ def test_dim_commune_has_all_346_communes_with_coordinates(bundled_warehouse):
 def test_unreliable_flag_follows_the_death_count(bundled_warehouse):
     rows = query(
         bundled_warehouse,
-        "select count(*) from marts.fct_rates_commune_year "
+        "select count(*) from marts.fct_area_year_rates "
         "where deaths is not null and is_unreliable <> (deaths < 20)",
     )
     assert rows == [(0,)]
@@ -242,9 +242,9 @@ def test_scope_regions_narrows_the_build_to_the_study_region_unchanged(bundled_w
     from conftest import run_dbt
 
     path = tmp_path / "rm.duckdb"
-    run_dbt(["build", "--select", "+fct_rates_commune_year"], path, {"scope_regions": [13]})
+    run_dbt(["build", "--select", "+fct_area_year_rates"], path, {"scope_regions": [13]})
     sql = ("select area_level, area_code, year, deaths, live_births, rate_per_1000, unavailable_reason "
-           "from marts.fct_rates_commune_year where indicator = 'imr' {} order by all")
+           "from marts.fct_area_year_rates where indicator = 'imr' {} order by all")
     scoped = query(path, sql.format(""))
     assert {(level, code[:2]) for level, code, *_ in scoped} == {("commune", "13"), ("region", "13")}  # no country
     assert len(scoped) == 52 * 10 + 10

@@ -4,7 +4,7 @@
 --   * Analysis periods: the commune's pooled deaths and births exactly as fct_commune_vs_region
 --     pools them (years whose commune and region rates are available).
 --   * Single years (period_kind 'single_year', period_start = period_end): commune rows of
---     fct_rates_commune_year with an available rate. A year that is itself an analysis period
+--     fct_area_year_rates with an available rate. A year that is itself an analysis period
 --     (a one-year custom period) is not repeated.
 -- A stratifier is measured in an area only when every region of the area has at least one
 -- usable value (income_poverty_2013 and social_priority_index_2019 cover only region 13);
@@ -14,7 +14,7 @@ with pooled as (
 ),
 
 yearly as (
-    select * from {{ ref('fct_rates_commune_year') }}
+    select * from {{ ref('fct_area_year_rates') }}
 ),
 
 periods as (

@@ -14,7 +14,7 @@ import pandas as pd
 from infant_mortality.report.common import Combo, Indicator
 
 DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
-REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_rates_commune_year", "fct_area_period_rates",
+REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
                   "fct_commune_vs_region", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
                   "fct_inequality_trends")
@@ -87,7 +87,7 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
         def read(name: str) -> pd.DataFrame:
             return con.execute(f"select * from marts.{name}").df()
 
-        rates = read("fct_rates_commune_year")
+        rates = read("fct_area_year_rates")
         comparison = read("fct_commune_vs_region")
         marts = Marts(
             warehouse=path,

@@ -203,7 +203,7 @@ def _trend_caption(ind: str, window, area: str, count_basis: str) -> str:
         "log10(rate) = intercept_log10 + slope_log10 × year (red increasing, blue decreasing, grey stationary), "
         "with its class and APC (annual percent change) in each title. Years with a zero rate are left out of the "
         f"log-scale fit; unavailable years are not plotted. Each panel has its own vertical scale. Source: "
-        f"<code>marts.fct_rates_commune_year</code> and <code>marts.fct_trends</code>; counts: {esc(count_basis)}.</p>"
+        f"<code>marts.fct_area_year_rates</code> and <code>marts.fct_trends</code>; counts: {esc(count_basis)}.</p>"
     )
 
 

@@ -60,7 +60,7 @@ def trends_figure(
 ) -> dict:
     """Small multiples of yearly rates (points, 95% CI whiskers) with the fitted trend line.
 
-    `series` is a list of (area_code, area_name, yearly rows of `fct_rates_commune_year`,
+    `series` is a list of (area_code, area_name, yearly rows of `fct_area_year_rates`,
     `fct_trends` row or None), the reference area (region or country) first. Returns the
     figure as a plain plotly dict (data, layout): with a country's worth of panels, plotly's
     Python objects would take most of the report's build time validating them.
