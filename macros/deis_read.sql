@@ -1,6 +1,6 @@
 {#-
     Read the DEIS microdata files named by var('deis_<kind>_path') (kind: deaths or births): a
-    file, a folder, a glob or a published ZIP. Python (infant_mortality.deis_files, reached via
+    file, a folder, a glob or a published ZIP. Python (infant_mortality.dbt_plugins.deis_files, reached via
     the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) lists every entry,
     unpacks ZIPs safely into var('deis_cache_dir'), detects encoding, header and layout, counts
     each file's lines and refuses what it cannot read; DuckDB then reads the files with read_csv,
@@ -50,7 +50,7 @@
     {%- if registered == 0 -%}
         {{ exceptions.raise_compiler_error(
             "Reading DEIS microdata needs the DuckDB function imr_deis_inspect: add "
-            ~ "'- module: infant_mortality.deis_files' under plugins: in the dbt profile") }}
+            ~ "'- module: infant_mortality.dbt_plugins.deis_files' under plugins: in the dbt profile") }}
     {%- endif -%}
     {%- set options = tojson({'max_member_bytes': int_var('deis_zip_max_member_bytes'),
                               'max_ratio': number_var('deis_zip_max_ratio')}) -%}

@@ -2,14 +2,14 @@
 
 One row per polygon with the codes and name the polygon file gives it, its area and number of
 parts, so the audit can compare the polygon file with the commune reference (seed
-`communes_chile`) in SQL. The polygons themselves are read by `infant_mortality.geo` wherever
+`communes_chile`) in SQL. The polygons themselves are read by `infant_mortality.geography.communes` wherever
 geometry is needed (neighbours, GeoPackage, report map).
 """
 
 import numpy as np
 import shapely
 
-from infant_mortality.geo import load_commune_polygons, to_metres
+from infant_mortality.geography.communes import load_commune_polygons, to_metres
 
 
 def model(dbt, session):

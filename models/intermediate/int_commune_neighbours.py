@@ -1,13 +1,13 @@
 """Queen contiguity of the commune polygons, with a snapping tolerance (docs/methods.md section 6).
 
-The rule lives in `infant_mortality.geo.queen_neighbours` (tested with pytest); this model passes
+The rule lives in `infant_mortality.geography.communes.queen_neighbours` (tested with pytest); this model passes
 the tolerance declared as var `neighbour_snap_tolerance_m` (through the YAML `config:`, since a
 Python model cannot read project vars) and returns both directions of every pair.
 """
 
 import math
 
-from infant_mortality.geo import load_commune_polygons, queen_neighbours
+from infant_mortality.geography.communes import load_commune_polygons, queen_neighbours
 
 
 def model(dbt, session):

@@ -2,11 +2,11 @@
 
 Reads each commune's pooled counts exactly as `fct_commune_vs_region` pools them and the
 neighbour pairs of `dim_commune_neighbours`; the statistics are
-`infant_mortality.smoothing.smooth_commune_rates` (tested with pytest).
+`infant_mortality.statistics.smoothing.smooth_commune_rates` (tested with pytest).
 """
 
-from infant_mortality.smoothing import smooth_commune_rates
-from infant_mortality.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.smoothing import smooth_commune_rates
 
 
 def model(dbt, session):

@@ -1,14 +1,14 @@
 """Trend of log10(yearly rate) per area, indicator and analysis period (read, call, return).
 
-The statistics live in `infant_mortality.trends` (the shell) and
-`infant_mortality.trend_fitters` (the method, var `trend_method`), tested with pytest. This
+The statistics live in `infant_mortality.statistics.trends` (the shell) and
+`infant_mortality.statistics.trend_fitters` (the method, var `trend_method`), tested with pytest. This
 model passes the config mapping `trend_settings` declared in `_int_trends__models.yml` (the
 project vars `trend_*`, which a Python model cannot read directly) and returns the frame; the mart `fct_trends`
 publishes it with a contract.
 """
 
-from infant_mortality.model_inputs import ordered_frame
-from infant_mortality.trends import fit_trends, trend_settings
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.trends import fit_trends, trend_settings
 
 
 def model(dbt, session):

@@ -1,7 +1,7 @@
 -- Every input the build looked at: each entry of the raw-data folder (var raw_data_dir) and, in
 -- microdata mode, each directory entry and ZIP member under deis_deaths_path and
 -- deis_births_path, with its size, checksum, layout, line and record counts and what was done
--- with it. Python lists the entries (infant_mortality.deis_files); an entry that cannot be read
+-- with it. Python lists the entries (infant_mortality.dbt_plugins.deis_files); an entry that cannot be read
 -- safely has already stopped the build, so the actions here are `read ...` or `not read: why`.
 {%- set rows = [] -%}
 {%- if execute -%}

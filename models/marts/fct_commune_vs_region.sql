@@ -112,7 +112,7 @@ select
             then case when deaths * rest_live_births > rest_deaths * live_births then 'higher' else 'lower' end
         when p_value is not null then 'similar'
     end as comparison,
-    -- Exact Poisson control limits at 95% and 99.8% (python/infant_mortality/poisson.py).
+    -- Exact Poisson control limits at 95% and 99.8% (python/infant_mortality/statistics/poisson.py).
     imr_funnel_category(deaths, expected_deaths) as funnel_category,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.generate_deis import Options, generate
+from infant_mortality.tools.generate_deis import Options, generate
 from promise import check_promise
 
 # Arica y Parinacota: 4 communes, two years; small enough for a dozen builds.
@@ -230,7 +230,7 @@ def test_a_zip_bomb_is_refused_before_it_is_unpacked(clean, tmp_path):
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
 def test_blank_lines_are_found_wherever_chunks_split_them(tmp_path, monkeypatch, chunk):
-    from infant_mortality import deis_files
+    from infant_mortality.dbt_plugins import deis_files
     monkeypatch.setattr(deis_files, "CHUNK", chunk)
     path = tmp_path / "f.csv"
     path.write_bytes(b"\na;b\n\n\nc;d\r\n\r\ne;f\n\n")   # blank: 1, 3, 4, 6, 8; 8 lines
@@ -246,7 +246,7 @@ def test_line_scan_agrees_with_a_line_by_line_reading(tmp_path, monkeypatch):
     import hashlib
     import random
 
-    from infant_mortality import deis_files
+    from infant_mortality.dbt_plugins import deis_files
     rng = random.Random(18)
     path = tmp_path / "r.csv"
     for case in range(40):
@@ -264,7 +264,7 @@ def test_line_scan_agrees_with_a_line_by_line_reading(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["../x.csv", "/etc/x.csv", "a/../../x.csv", "C:/x.csv", "..\\x.csv"])
 def test_every_way_out_of_the_cache_is_refused(tmp_path, name):
-    from infant_mortality import deis_files
+    from infant_mortality.dbt_plugins import deis_files
     archive = tmp_path / "a.zip"
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr(name, "ANO_DEF\n")

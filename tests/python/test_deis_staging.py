@@ -1,7 +1,7 @@
 """The DEIS staging models, built by the real dbt CLI on hand-made and generated files.
 
 dbt runs in the real project with its committed profile (which registers the plugin of
-`infant_mortality.deis_files`) and a temporary DuckDB file.
+`infant_mortality.dbt_plugins.deis_files`) and a temporary DuckDB file.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import duckdb
 import pytest
 
 from conftest import REPO_ROOT, run_dbt
-from infant_mortality import deis_files
-from infant_mortality.generate_deis import Options, expected_calibrated_counts, generate
+from infant_mortality.dbt_plugins import deis_files
+from infant_mortality.tools.generate_deis import Options, expected_calibrated_counts, generate
 
 FIXTURES = REPO_ROOT / "tests" / "data" / "deis"
 

@@ -4,8 +4,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from infant_mortality import poisson
-from infant_mortality.duckdb_plugin import register_functions
+from infant_mortality.statistics import poisson
+from infant_mortality.dbt_plugins.duckdb_plugin import register_functions
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from infant_mortality.generate_deis import Options, generate, main
+from infant_mortality.tools.generate_deis import Options, generate, main
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "data" / "raw"

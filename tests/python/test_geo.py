@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import shapely
 
-from infant_mortality import geo
+from infant_mortality.geography import communes as geo
 
 SNAP_M = 300  # dbt var neighbour_snap_tolerance_m (dbt_project.yml)
 

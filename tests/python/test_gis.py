@@ -7,7 +7,7 @@ import pytest
 import shapely
 
 from conftest import query
-from infant_mortality.gis import write_geopackage
+from infant_mortality.tools.gis import write_geopackage
 
 
 @pytest.fixture(scope="module")

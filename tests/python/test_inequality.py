@@ -14,7 +14,7 @@ import pytest
 import statsmodels.api as sm
 import statsmodels.formula.api as smf
 
-from infant_mortality.inequality import (
+from infant_mortality.statistics.inequality import (
     benchmark_comparisons,
     classify_gap_change,
     concentration_index,
@@ -396,7 +396,7 @@ def test_gap_trends_fitted_mid_is_the_mean_log_rii_under_ols():
 @pytest.mark.parametrize("settings", [{}, {"method": "ols", "min_years": 3},
                                       {"method": "corc", "ci_critical": "normal", "p_threshold": 0.2}])
 def test_gap_trends_is_the_trend_shell_plus_the_gap(settings):
-    from infant_mortality.trends import STAT_DTYPES, fit_series_trends
+    from infant_mortality.statistics.trends import STAT_DTYPES, fit_series_trends
 
     rows = gap_fixture()
     rows.loc[(rows["stratifier"] == "a_rising_above_one") & (rows["year"] == 2013), "rii"] = np.nan

@@ -20,7 +20,7 @@ import shutil
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.generate_deis import Options, generate
+from infant_mortality.tools.generate_deis import Options, generate
 
 RAW = REPO_ROOT / "data" / "raw"
 MEASURE_KEYS = "indicator = 'imr' and period_label = '2010-2019' and stratifier = 'income_poverty_2013'"
@@ -124,8 +124,8 @@ def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_wareh
     that fct_inequality publishes, plus the gap columns: the model feeds it the right rows."""
     import pandas as pd
 
-    from infant_mortality.inequality import classify_gap_change
-    from infant_mortality.trends import fit_series_trends
+    from infant_mortality.statistics.inequality import classify_gap_change
+    from infant_mortality.statistics.trends import fit_series_trends
 
     keys = ["area_level", "area_code", "indicator", "stratifier"]
     yearly = pd.DataFrame(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.generate_deis import Options, generate
+from infant_mortality.tools.generate_deis import Options, generate
 
 FIXTURES = REPO_ROOT / "tests" / "data" / "deis"
 

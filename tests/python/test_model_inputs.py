@@ -1,9 +1,9 @@
-"""The Python models read their inputs in one fixed order (infant_mortality.model_inputs)."""
+"""The Python models read their inputs in one fixed order (infant_mortality.dbt_plugins.model_inputs)."""
 
 import duckdb
 import numpy as np
 
-from infant_mortality.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
 
 
 def test_the_same_rows_stored_in_any_order_are_read_in_one_order():

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.generate_deis import Options, generate
+from infant_mortality.tools.generate_deis import Options, generate
 
 REGIONS = ("11", "12", "15")  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
 YEARS = tuple(range(2015, 2020))

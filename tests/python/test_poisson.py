@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from infant_mortality import poisson
+from infant_mortality.statistics import poisson
 
 # methods.md section 2: count-scale exact limits.
 GARWOOD_VECTORS = {

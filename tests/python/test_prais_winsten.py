@@ -19,7 +19,7 @@ from scipy import stats
 from scipy.linalg import toeplitz
 from statsmodels.datasets import macrodata
 
-from infant_mortality.prais_winsten import (
+from infant_mortality.statistics.prais_winsten import (
     RHOTYPES,
     durbin_watson,
     prais_winsten,

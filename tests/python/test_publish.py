@@ -25,7 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from conftest import REPO_ROOT, query
-from infant_mortality.publish import failure_lines
+from infant_mortality.tools.publish import failure_lines
 
 NAME = "infant_mortality.duckdb"
 # A virtual environment with DuckDB 1.4.x (the oldest reader we promise), cached across runs
@@ -415,7 +415,7 @@ def test_failure_lines_keep_dbt_closing_summary_without_colours_or_timestamps():
 RELEASE_SCRIPT = textwrap.dedent("""
     import shutil, sys
     from pathlib import Path
-    from infant_mortality import publish as p
+    from infant_mortality.tools import publish as p
     paths = p.Paths.resolve(Path(sys.argv[2]))
     print("started", flush=True)
     with p.new_release(paths) as (release_id, incoming):

@@ -85,7 +85,7 @@ def test_works_from_any_folder_with_the_warehouse_found_through_the_project(bund
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[:2] == ["n", "346"]
     # With no setting at all, the default is the project's published file, wherever we are.
-    script = "from infant_mortality.query import default_warehouse; print(default_warehouse())"
+    script = "from infant_mortality.tools.query import default_warehouse; print(default_warehouse())"
     env = {k: v for k, v in os.environ.items() if k != "IMR_DUCKDB_PATH"}
     printed = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert printed.stdout.strip() == str(REPO_ROOT / "warehouse" / "infant_mortality.duckdb")

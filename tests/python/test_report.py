@@ -26,9 +26,9 @@ import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
 from infant_mortality import report
-from infant_mortality.generate_deis import Options, generate
-from infant_mortality.poisson import funnel_count_limits, poisson_ci
-from infant_mortality.prais_winsten import prais_winsten_trend
+from infant_mortality.tools.generate_deis import Options, generate
+from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
+from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.report.browser import Browser, page_url
 from infant_mortality.report.common import TREND_LABELS, fmt
 from infant_mortality.report.ranking import RANKING_CUSTOMDATA

@@ -70,11 +70,12 @@ def test_the_input_mode_default_in_the_folder_switch_is_the_declared_default():
 
 
 def test_enumerated_values_are_the_ones_the_python_code_accepts():
-    from infant_mortality import deis_files, prais_winsten, trends
+    from infant_mortality.dbt_plugins import deis_files
+    from infant_mortality.statistics import prais_winsten, trends
 
     assert set(SPEC["trend_rhotype"]["values"]) == set(prais_winsten.RHOTYPES)
     try:  # the trend fitters registry (issue 15.3), where it exists, names the methods
-        from infant_mortality.trend_fitters import FITTERS as methods
+        from infant_mortality.statistics.trend_fitters import FITTERS as methods
     except ImportError:
         methods = prais_winsten.METHODS
     assert set(SPEC["trend_method"]["values"]) == set(methods)

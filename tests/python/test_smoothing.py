@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from infant_mortality.smoothing import eb_global, eb_local, prob_exceeds, smooth_commune_rates
+from infant_mortality.statistics.smoothing import eb_global, eb_local, prob_exceeds, smooth_commune_rates
 
 # Hand computation (docs/methods.md section 6) on three areas, deaths (1, 6, 3), births
 # (100, 200, 300): b = 10/600 = 1/60; r - b = (-1/150, 1/75, -1/150);

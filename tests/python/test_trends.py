@@ -11,8 +11,8 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
 
-from infant_mortality.prais_winsten import prais_winsten_trend
-from infant_mortality.trends import OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
+from infant_mortality.statistics.prais_winsten import prais_winsten_trend
+from infant_mortality.statistics.trends import OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
 
 RESEARCH_NOTE_IMR = [9.1, 8.7, 8.9, 8.2, 8.0, 7.9, 7.3, 7.5, 7.0, 6.8]  # 2005-2014
 
@@ -248,7 +248,7 @@ def test_input_problems_are_errors():
 
 def test_timing_is_reported(caplog):
     rates = _rates({("commune", "t", "imr"): RESEARCH_NOTE_IMR})
-    with caplog.at_level(logging.INFO, logger="infant_mortality.trends"):
+    with caplog.at_level(logging.INFO, logger="infant_mortality.statistics.trends"):
         out = fit_trends(rates, _periods((2005, 2014)))
     assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == 1
     assert 0 <= out.attrs["fit_seconds"] <= out.attrs["total_seconds"]
@@ -340,7 +340,7 @@ def test_ols_fitter_equals_statsmodels_ols_on_log10_rate():
 
 
 def test_a_new_fitter_is_one_registry_line(monkeypatch):
-    from infant_mortality import trend_fitters
+    from infant_mortality.statistics import trend_fitters
 
     rates = _rates({("commune", "r", "imr"): RESEARCH_NOTE_IMR})
     with pytest.raises(ValueError, match="trend method must be one of .*'prais'.*'ols'"):
@@ -357,7 +357,7 @@ def test_a_new_fitter_is_one_registry_line(monkeypatch):
 
 
 def test_fitter_results_are_checked():
-    from infant_mortality.trend_fitters import SeriesFits
+    from infant_mortality.statistics.trend_fitters import SeriesFits
 
     one = np.array([0.0])
     with pytest.raises(ValueError, match="unknown columns"):
@@ -369,7 +369,7 @@ def test_fitter_results_are_checked():
 
 
 def test_generic_entry_fits_any_keyed_series():
-    from infant_mortality.trends import fit_series_trends
+    from infant_mortality.statistics.trends import fit_series_trends
 
     # A yearly index per (region, indicator), named as its caller likes; no periods: one window
     # per series from its first to its last year.
@@ -397,7 +397,7 @@ def test_generic_entry_fits_any_keyed_series():
 
 
 def test_trend_settings_are_typed_from_the_rendered_config_and_name_what_is_missing():
-    from infant_mortality.trends import trend_settings
+    from infant_mortality.statistics.trends import trend_settings
 
     rendered = {"min_years": "5", "zero_rate_policy": "drop", "p_threshold": "0.05", "ci_level": "0.95",
                 "ci_critical": "t", "rhotype": "regress", "method": "prais", "gaps": "restart"}

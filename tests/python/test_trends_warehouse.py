@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import query
-from infant_mortality.prais_winsten import prais_winsten_trend
+from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 
 
 def test_every_rm_commune_and_the_region_has_an_imr_trend_over_2010_2019(bundled_warehouse):

@@ -1,13 +1,13 @@
 """Is the gap closing? Trend of the yearly log10(RII) per area, indicator, stratifier and
-analysis period (`infant_mortality.inequality.gap_trends`: fct_trends' shell
-`infant_mortality.trends.fit_series_trends` with the RII as the rate, plus the gap's own
+analysis period (`infant_mortality.statistics.inequality.gap_trends`: fct_trends' shell
+`infant_mortality.statistics.trends.fit_series_trends` with the RII as the rate, plus the gap's own
 `gap_change`). The trend vars `trend_*` arrive as the one config mapping `trend_settings` that
 int_trends also reads (declared once, models/intermediate/_int_trends__models.yml), so the two
 trend marts cannot be configured differently."""
 
-from infant_mortality.inequality import gap_trends
-from infant_mortality.model_inputs import ordered_frame
-from infant_mortality.trends import trend_settings
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.inequality import gap_trends
+from infant_mortality.statistics.trends import trend_settings
 
 
 def model(dbt, session):

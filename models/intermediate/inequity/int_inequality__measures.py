@@ -1,11 +1,11 @@
 """D, R, PAR, PAF, avoidable deaths, SII, RII, CIX and the Poisson gradient (a, b) of every
 area, indicator, period and stratifier, computed by
-`infant_mortality.inequality.inequality_measures` from the ranked communes."""
+`infant_mortality.statistics.inequality.inequality_measures` from the ranked communes."""
 
 import time
 
-from infant_mortality.inequality import GROUP_KEYS, inequality_measures
-from infant_mortality.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.inequality import GROUP_KEYS, inequality_measures
 
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
 

@@ -1,11 +1,11 @@
 """Ridit and quintile of every commune per area, indicator, period and stratifier.
 
-The rule (docs/methods.md section 5) is `infant_mortality.inequality.rank_communes`; this model
+The rule (docs/methods.md section 5) is `infant_mortality.statistics.inequality.rank_communes`; this model
 only reads the commune rows and returns the ranked frame.
 """
 
-from infant_mortality.inequality import GROUP_KEYS, rank_communes
-from infant_mortality.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.inequality import GROUP_KEYS, rank_communes
 
 # Descriptive columns constant within a group, carried along with the keys.
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]

@@ -1,8 +1,8 @@
 """Pooled deaths, births and rate of each deprivation quintile (docs/methods.md section 5),
-computed by `infant_mortality.inequality.quintile_rates` from the ranked communes."""
+computed by `infant_mortality.statistics.inequality.quintile_rates` from the ranked communes."""
 
-from infant_mortality.inequality import GROUP_KEYS, quintile_rates
-from infant_mortality.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.inequality import GROUP_KEYS, quintile_rates
 
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
 

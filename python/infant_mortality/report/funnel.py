@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from infant_mortality.poisson import funnel_count_limits
+from infant_mortality.statistics.poisson import funnel_count_limits
 from infant_mortality.report.common import (
     ASSUMED_WIDTH,
     FUNNEL_COLOURS,

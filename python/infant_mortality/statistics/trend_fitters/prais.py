@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from infant_mortality.prais_winsten import _check_options, prais_winsten_trend_batch
-from infant_mortality.trend_fitters.base import SeriesFits, consecutive_breaks
+from infant_mortality.statistics.prais_winsten import _check_options, prais_winsten_trend_batch
+from infant_mortality.statistics.trend_fitters.base import SeriesFits, consecutive_breaks
 
 
 @dataclass(frozen=True)
 class PraisWinstenFitter:
     """Iterated Prais-Winsten (``method="prais"``) or Cochrane-Orcutt (``"corc"``), as Stata
-    ``prais y year`` with the options of :func:`infant_mortality.prais_winsten.prais_winsten`."""
+    ``prais y year`` with the options of :func:`infant_mortality.statistics.prais_winsten.prais_winsten`."""
 
     method: str = "prais"
     rhotype: str = "regress"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from infant_mortality.trend_fitters.base import SeriesFits
+from infant_mortality.statistics.trend_fitters.base import SeriesFits
 
 
 @dataclass(frozen=True)

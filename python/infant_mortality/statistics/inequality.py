@@ -21,7 +21,7 @@ deaths d_i, live births n_i and stratifier value v_i (higher = more deprived):
   with at least ``min_deaths`` deaths, or against a pooled list of communes (RT, RAP, RAP%,
   excess deaths with intervals).
 * :func:`gap_trends` -- the trend of the yearly log10(RII) (fct_trends' shell,
-  :func:`infant_mortality.trends.fit_series_trends`) and whether the gap widened, narrowed or
+  :func:`infant_mortality.statistics.trends.fit_series_trends`) and whether the gap widened, narrowed or
   held.
 
 The drivers (:func:`rank_communes`, :func:`quintile_rates`, :func:`inequality_measures`)
@@ -40,8 +40,8 @@ import pandas as pd
 import statsmodels.api as sm
 from scipy import stats
 
-from infant_mortality.poisson import poisson_ci
-from infant_mortality.trends import fit_series_trends
+from infant_mortality.statistics.poisson import poisson_ci
+from infant_mortality.statistics.trends import fit_series_trends
 
 Z95 = float(stats.norm.ppf(0.975))
 N_QUINTILES = 5
@@ -565,7 +565,7 @@ def gap_trends(yearly_rii: pd.DataFrame, periods: pd.DataFrame, *, reason: str |
     ``yearly_rii``: TREND_KEYS + year, rii (NaN or NULL when not estimable that year) and,
     when ``reason`` names it, a column saying why an RII is missing (quoted in ``note``).
     ``periods``: period_start, period_end. The trend is fct_trends' own:
-    :func:`infant_mortality.trends.fit_series_trends` with the RII as the rate, which leaves
+    :func:`infant_mortality.statistics.trends.fit_series_trends` with the RII as the rate, which leaves
     the years without an RII out of the fit and counts them, and owns ``min_years``, the fitter
     (``method`` and its options), estimability, the APC and its interval, the trend class and
     the notes. ``settings`` go to it unchanged (``min_years``, ``zero_rate_policy``,

@@ -2,7 +2,7 @@
 
 The shell of trend fitting (``docs/methods.md`` section 4). It owns every rule that does not
 depend on the regression method; the method is a *fitter* chosen by name from
-``infant_mortality.trend_fitters`` (``prais``, the default, and ``corc``: Prais-Winsten /
+``infant_mortality.statistics.trend_fitters`` (``prais``, the default, and ``corc``: Prais-Winsten /
 Cochrane-Orcutt as Stata ``prais``; ``ols``: plain least squares). The fitter owns its own
 rules: degrees of freedom, when a fit is estimable, its method-specific columns and notes.
 
@@ -31,7 +31,7 @@ Rules of the shell:
   ``zero_rate_policy="add_half_death"`` instead fits zero-count years at 0.5 death / births
   (also listed in ``note``).
 
-The time spent in the statistics is logged (logger ``infant_mortality.trends``, INFO) and
+The time spent in the statistics is logged (logger ``infant_mortality.statistics.trends``, INFO) and
 stored in ``result.attrs["fit_seconds"]`` (with ``attrs["n_series"]``, ``attrs["n_fitted"]``,
 ``attrs["method_label"]``).
 """
@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from infant_mortality.trend_fitters import METHOD_COLUMNS, get_fitter
+from infant_mortality.statistics.trend_fitters import METHOD_COLUMNS, get_fitter
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ def fit_series_trends(
     ``periods``: frame with period_start, period_end (other columns ignored); every series
     gets a row for every period. Without it each series has one window, from its first to
     its last year in ``rows``.
-    ``method``: a name of ``infant_mortality.trend_fitters.FITTERS``; ``fitter_options``
+    ``method``: a name of ``infant_mortality.statistics.trend_fitters.FITTERS``; ``fitter_options``
     (e.g. ``rhotype``, ``gaps``, ``twostep``, ``tol``, ``max_iter`` for Prais-Winsten) go to
     the fitter, which uses those its class declares.
 
@@ -400,7 +400,7 @@ def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, **settings) -> pd.Dat
     :func:`fit_series_trends` (``min_years``, ``zero_rate_policy``, ``ci_level``,
     ``ci_critical``, ``p_threshold``, ``method`` and the fitter's options; for Prais-Winsten
     ``rhotype``, ``twostep``, ``tol``, ``max_iter``, ``gaps`` as
-    :func:`infant_mortality.prais_winsten.prais_winsten`).
+    :func:`infant_mortality.statistics.prais_winsten.prais_winsten`).
     """
     missing = [c for c in RATE_COLUMNS if c not in rates.columns]
     if missing:

@@ -1,4 +1,4 @@
-"""What every trend fitter returns to the shell ``infant_mortality.trends``.
+"""What every trend fitter returns to the shell ``infant_mortality.statistics.trends``.
 
 A fitter regresses y = log10(rate) on year for many series at once and decides, with rules of
 its own method, which fits say something (estimability) and what the reader must know about a

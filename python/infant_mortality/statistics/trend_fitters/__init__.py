@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from infant_mortality.trend_fitters.base import METHOD_COLUMNS, SeriesFits
+from infant_mortality.statistics.trend_fitters.base import METHOD_COLUMNS, SeriesFits
 
 FITTERS: dict[str, tuple[str, str, dict]] = {
     "prais": ("prais", "PraisWinstenFitter", {"method": "prais"}),

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 from dbt.adapters.duckdb.plugins import BasePlugin
 
-from infant_mortality import poisson
+from infant_mortality.statistics import poisson
 
 
 def _as_float(column: pa.Array) -> np.ndarray:

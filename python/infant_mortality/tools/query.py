@@ -1,0 +1,193 @@
+"""Run SQL on the published warehouse and print the results (or write one as CSV).
+
+    .venv/bin/python -m infant_mortality.query "select * from marts.fct_trends where trend <> 'stationary'"
+    .venv/bin/python -m infant_mortality.query --csv out.csv "select * from marts.fct_commune_vs_region"
+    .venv/bin/python -m infant_mortality.query --csv out.csv --excel "select * from marts.dim_commune"
+
+Read-only for real: the file is opened read-only with DuckDB's file system access switched off
+and the configuration locked, so no statement can write a file (`COPY ... TO`, `EXPORT
+DATABASE`), attach or read another one, or install an extension. The connection is closed at
+once, so a rebuild (`make warehouse`) is never blocked by it.
+
+Works from any folder: the warehouse is this project's `warehouse/infant_mortality.duckdb` (or
+`$IMR_DUCKDB_PATH`, relative to the project), not a path relative to where you are.
+
+Every statement given is run and each result printed, with its row count. Printing stops after
+`--limit` rows (200) with a note saying how many were left out; `--all` prints everything.
+
+CSV (`--csv FILE`, one statement): UTF-8, comma-separated, header row, `.` as decimal mark,
+empty field for a missing value, written to a temporary file and renamed. `--excel` starts it
+with a UTF-8 byte-order mark, which Excel needs to show Ñuñoa and Peñalolén correctly; without
+it the file is plain UTF-8, which Stata's `import delimited`, R and pandas read as is. A target
+inside the warehouse folder is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+from infant_mortality.tools.publish import DEFAULT_PUBLISHED, _default_project_dir
+
+DEFAULT_LIMIT = 200
+UTF8_BOM = "\ufeff"
+# The published file only; no other file can be read, written, attached or installed.
+LOCKED_CONFIG = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,
+}
+
+
+class QueryError(Exception):
+    """One sentence for the user."""
+
+
+def default_warehouse() -> Path:
+    path = Path(os.environ.get("IMR_DUCKDB_PATH") or DEFAULT_PUBLISHED)
+    return path if path.is_absolute() else _default_project_dir() / path
+
+
+def connect(warehouse: Path) -> duckdb.DuckDBPyConnection:
+    if not warehouse.exists():
+        raise QueryError(f"{warehouse} does not exist; run `make warehouse` first")
+    try:
+        return duckdb.connect(str(warehouse), read_only=True, config=LOCKED_CONFIG)
+    except duckdb.IOException as error:
+        if "lock" in str(error).lower():
+            raise QueryError(
+                f"{warehouse} is open for writing in another process (a `dbt build` or a tool "
+                "that opened it read-write); try again when it has finished"
+            ) from None
+        raise QueryError(f"cannot open {warehouse}: {str(error).splitlines()[0]}") from None
+
+
+def run_statements(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, "object"]]:
+    """Every statement of `sql`, in order: (its text, its result as a DataFrame)."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as error:
+        raise QueryError(str(error).splitlines()[0]) from None
+    if not statements:
+        raise QueryError("no SQL statement given")
+    results = []
+    for number, statement in enumerate(statements, 1):
+        text = statement.query.strip().rstrip(";").strip()
+        try:
+            frame = con.execute(text).df()
+        except duckdb.Error as error:
+            where = f"statement {number} of {len(statements)}: " if len(statements) > 1 else ""
+            raise QueryError(where + _explain(error)) from None
+        results.append((text, frame))
+    return results
+
+
+def _explain(error: duckdb.Error) -> str:
+    message = str(error).splitlines()[0]
+    if isinstance(error, duckdb.PermissionException) or "file system operations are disabled" in message:
+        return f"{message} (the query command only reads the warehouse; use --csv FILE to save a result)"
+    if "read-only" in message:
+        return f"{message} (the query command only reads the warehouse)"
+    return message
+
+
+def refuse_target_inside(target: Path, warehouse: Path) -> None:
+    """No CSV may land inside the warehouse folder (or replace the database)."""
+    real_target = Path(os.path.realpath(target))
+    folder = Path(os.path.realpath(warehouse.parent))
+    protected = [folder, Path(os.path.realpath(warehouse)).parent]
+    for root in protected:
+        if real_target == root or root in real_target.parents:
+            raise QueryError(f"refusing to write {target}: it is inside the warehouse folder {warehouse.parent}; "
+                             "choose a file elsewhere")
+    if real_target.exists() and not real_target.is_file():
+        raise QueryError(f"refusing to write {target}: it exists and is not a regular file")
+
+
+def write_csv(frame, target: Path, excel: bool) -> None:
+    """Temporary file in the target's folder, then one rename: never a half-written CSV."""
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise QueryError(f"cannot write {target}: folder {folder} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            if excel:
+                out.write(UTF8_BOM)
+            frame.to_csv(out, index=False, lineterminator="\n")
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def print_result(text: str, frame, limit: int | None, header: bool) -> None:
+    if header:
+        first = " ".join(text.split())
+        print(f"-- {first[:100]}{'...' if len(first) > 100 else ''}")
+    rows = len(frame)
+    if rows and len(frame.columns):
+        shown = frame if limit is None or rows <= limit else frame.head(limit)
+        print(shown.to_string(index=False, max_rows=None, max_cols=None))
+    elif len(frame.columns):
+        print("  ".join(frame.columns))
+    print(f"{rows} row{'s' if rows != 1 else ''}", end="")
+    if limit is not None and rows > limit:
+        print(f" (showing the first {limit}; --all prints every row, --csv FILE saves them)")
+    else:
+        print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infant_mortality.query", description=__doc__.split("\n")[0])
+    parser.add_argument("sql", help="one or more statements, e.g. \"select * from marts.fct_area_year_rates limit 5\"")
+    parser.add_argument("--warehouse", type=Path, default=None,
+                        help=f"the DuckDB file (default: $IMR_DUCKDB_PATH or this project's {DEFAULT_PUBLISHED})")
+    parser.add_argument("--csv", type=Path, help="write the result to this CSV file instead of printing it")
+    parser.add_argument("--excel", action="store_true",
+                        help="with --csv: start the file with a UTF-8 byte-order mark so Excel shows accents and ñ")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"rows printed per result (default {DEFAULT_LIMIT})")
+    shown.add_argument("--all", action="store_true", help="print every row")
+    args = parser.parse_args(argv)
+
+    warehouse = (args.warehouse or default_warehouse()).absolute()
+    try:
+        if args.excel and not args.csv:
+            raise QueryError("--excel applies to --csv FILE")
+        if args.csv:
+            refuse_target_inside(args.csv, warehouse)
+        con = connect(warehouse)
+        try:
+            results = run_statements(con, args.sql)
+        finally:
+            con.close()
+        if args.csv:
+            if len(results) != 1:
+                raise QueryError(f"--csv writes one result, and {len(results)} statements were given")
+            text, frame = results[0]
+            write_csv(frame, args.csv, args.excel)
+            print(f"{len(frame)} rows written to {args.csv}"
+                  + (" (UTF-8 with byte-order mark, for Excel)" if args.excel else " (UTF-8; --excel for Excel)"))
+            return 0
+        for number, (text, frame) in enumerate(results):
+            if number:
+                print()
+            print_result(text, frame, None if args.all else max(args.limit, 0), header=len(results) > 1)
+        return 0
+    except QueryError as error:
+        print(f"query: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"query: {error.strerror or error} ({error.filename or ''})", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
