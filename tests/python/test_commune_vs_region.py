@@ -160,3 +160,40 @@ def test_comparison_pools_the_region_over_the_communes_years_from_the_same_rule(
     differ = sorted((code, n) for code, n, same in rows if not same)
     assert differ == [("13123", 4), ("13123", 9)]
     assert all(n == 5 or n == 10 for code, n, same in rows if same)
+
+
+def test_funnel_limits_mart_agrees_with_the_funnel_categories(bundled_warehouse):
+    """marts.fct_funnel_limits is the exact Poisson funnel around the region's rate on its births
+    grid, and every RM commune's funnel_category (the mart's UDF) sits where the limits, computed
+    at the commune's own births by a second function, put it."""
+    import numpy as np
+
+    from infant_mortality.statistics.poisson import funnel_count_limits
+
+    where = "region_code = '13' and indicator = 'imr' and period_start = 2010 and period_end = 2019"
+    grid = query(bundled_warehouse, f"select live_births, region_rate_per_1000, expected_deaths, lower_95_per_1000, "
+                                    f"upper_95_per_1000, lower_998_per_1000, upper_998_per_1000 "
+                                    f"from marts.fct_funnel_limits where {where} order by grid_point")
+    communes = query(bundled_warehouse, f"select live_births, deaths, funnel_category from marts.fct_commune_vs_region "
+                                        f"where {where} and rate_per_1000 is not null")
+    (rate,), = query(bundled_warehouse, "select rate_per_1000 from marts.fct_area_period_rates where area_level = "
+                                        "'region' and area_code = '13' and indicator = 'imr' and period_start = 2010 "
+                                        "and period_end = 2019")
+    births = [b for b, _, _ in communes]
+    assert len(grid) == 36 and len(communes) == 52
+    assert grid[0][0] == pytest.approx(0.7 * min(births)) and grid[-1][0] == pytest.approx(1.4 * max(births))
+    assert all(b2 > b1 for (b1, *_), (b2, *_) in zip(grid, grid[1:]))
+    for live_births, centre, expected, lo95, up95, lo998, up998 in grid:
+        assert centre == pytest.approx(rate, rel=1e-12) and expected == pytest.approx(rate * live_births / 1000)
+        for level, lo, up in ((0.95, lo95, up95), (0.998, lo998, up998)):
+            lower, upper = funnel_count_limits(expected, level)
+            assert (lo, up) == (pytest.approx(1000 * lower[0] / live_births), pytest.approx(1000 * upper[0] / live_births))
+    seen = set()
+    for live_births, deaths, category in communes:
+        (lo95,), (up95,) = funnel_count_limits(rate * live_births / 1000, 0.95)
+        (lo998,), (up998,) = funnel_count_limits(rate * live_births / 1000, 0.998)
+        place = ("above_99_8" if deaths > up998 else "above_95" if deaths > up95 else
+                 "below_99_8" if deaths < lo998 else "below_95" if deaths < lo95 else "within")
+        assert place == category, (live_births, deaths, category)
+        seen.add(category)
+    assert {"within", "above_95"} <= seen and np.isfinite(rate)

@@ -1,5 +1,6 @@
-"""3. Funnel plot: each commune's pooled rate against its live births, with exact Poisson
-95% / 99.8% control limits around the region's pooled rate and the mart's funnel category."""
+"""3. Funnel plot: each commune's pooled rate against its live births, with the exact Poisson
+95% / 99.8% control limits around the region's pooled rate (`marts.fct_funnel_limits`) and the
+mart's funnel category."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from infant_mortality.statistics.poisson import funnel_count_limits
 from infant_mortality.report.common import (
     ASSUMED_WIDTH,
     FUNNEL_COLOURS,
@@ -33,18 +33,8 @@ MARGIN = dict(l=70, r=30, t=110, b=125)
 LABEL_FONT_PX = 10
 
 
-def funnel_limits(region_rate: float, births_min: float, births_max: float, levels=(0.95, 0.998), points: int = 36):
-    """Rate limits (per 1000) around the regional rate over a log grid of live births."""
-    grid = np.geomspace(max(1.0, births_min), births_max, points)
-    expected = region_rate * grid / 1000.0
-    out = {}
-    for level in levels:
-        lower, upper = funnel_count_limits(expected, level)
-        out[level] = (1000 * lower / grid, 1000 * upper / grid)
-    return grid, out
-
-
-def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_name: str, region_code: str) -> go.Figure:
+def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: pd.DataFrame, region_name: str,
+                  region_code: str) -> go.Figure:
     """Pooled rate against live births with exact Poisson 95% / 99.8% limits around the region.
 
     Communes outside the 95% limits are labelled; each label takes the side of its marker that
@@ -66,10 +56,12 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_n
         births = df["live_births"].to_numpy(float)
         lo, hi = max(1.0, float(np.nanmin(births)) * 0.7), float(np.nanmax(births)) * 1.4
         y_top = 1.12 * float(np.nanmax(np.r_[df["rate_per_1000"].to_numpy(float), (region_rate or 0) * 1.5]))
-        if region_rate is not None:
-            grid, limits = funnel_limits(region_rate, lo, hi)
-            for level, dash, name in ((0.95, "dash", "95% control limits"), (0.998, "dot", "99.8% control limits")):
-                lower, upper = limits[level]
+        curve = combo.select(limits).sort_values("grid_point")
+        if region_rate is not None and not curve.empty:
+            grid = curve["live_births"].to_numpy(float)
+            for level, column, dash, name in ((0.95, "95", "dash", "95% control limits"),
+                                              (0.998, "998", "dot", "99.8% control limits")):
+                lower, upper = curve[f"lower_{column}_per_1000"].to_numpy(float), curve[f"upper_{column}_per_1000"].to_numpy(float)
                 idx.append(len(fig.data))
                 fig.add_trace(
                     go.Scatter(

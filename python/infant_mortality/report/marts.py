@@ -15,7 +15,7 @@ from infant_mortality.report.common import Combo, Indicator
 
 DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
-                  "fct_commune_vs_region", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
+                  "fct_commune_vs_region", "fct_funnel_limits", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
                   "fct_inequality_trends")
 
@@ -50,6 +50,7 @@ class Marts:
     area_rates: pd.DataFrame
     settings: Settings
     smoothed: pd.DataFrame
+    funnel_limits: pd.DataFrame
     geojson: dict
     inequity: dict[str, pd.DataFrame]
     indicators: list[Indicator]
@@ -99,6 +100,7 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
             area_rates=read("fct_area_period_rates"),
             settings=_settings(read("meta_build")),
             smoothed=read("fct_smoothed_rates"),
+            funnel_limits=read("fct_funnel_limits"),
             geojson=_geojson(comparison),
             inequity={name: read(name) for name in ("dim_stratifier", "fct_rates_by_quintile",
                                                      "fct_commune_deprivation", "fct_inequality",

@@ -192,7 +192,8 @@ def region_figures(marts: Marts, region_code: str) -> RegionFigures:
         trend_figs[ind] = trends_figure(series, ind, region_code)
     return RegionFigures(region_code, region_name, ranking_figure(comp, area_periods, region_name, region_code,
                                                                   marts.settings),
-                         funnel_figure(comp, area_periods, region_name, region_code), fig_map, trend_figs)
+                         funnel_figure(comp, area_periods, marts.funnel_limits[marts.funnel_limits.region_code == region_code],
+                                       region_name, region_code), fig_map, trend_figs)
 
 
 def _trend_caption(ind: str, window, area: str, count_basis: str) -> str:

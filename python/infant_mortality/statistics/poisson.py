@@ -114,3 +114,25 @@ def funnel_count_limits(expected, level: float):
     lower = np.array([lower_limit(e) for e in expected])
     upper = np.array([upper_limit(e) for e in expected])
     return lower, upper
+
+
+FUNNEL_LEVELS = (0.95, 0.998)
+
+
+def funnel_rate_limits(rate_per_1000: float, births_min: float, births_max: float, points: int = 36,
+                       levels=FUNNEL_LEVELS) -> tuple[np.ndarray, dict]:
+    """The funnel plot's control limits, as rates per 1000, around an area's rate over a grid of
+    live births: (grid, {level: (lower rates, upper rates)}).
+
+    The grid is `points` log-spaced birth counts from max(1, births_min) to births_max; at each,
+    the limits are `funnel_count_limits` of the expected deaths (rate x births), divided by the
+    births. A commune drawn outside a limit at its own births is in the matching
+    `funnel_category` (same exact Poisson rule).
+    """
+    grid = np.geomspace(max(1.0, births_min), births_max, points)
+    expected = rate_per_1000 * grid / 1000.0
+    limits = {}
+    for level in levels:
+        lower, upper = funnel_count_limits(expected, level)
+        limits[level] = (1000 * lower / grid, 1000 * upper / grid)
+    return grid, limits

@@ -1,0 +1,39 @@
+"""The funnel plot's exact Poisson control limits around each region's pooled rate, on a grid of
+live births spanning the region's communes (0.7 x the smallest to 1.4 x the largest commune's
+births in the period), for every indicator and analysis period. The rule is
+`infant_mortality.statistics.poisson.funnel_rate_limits` (tested with pytest); the mart
+`fct_funnel_limits` publishes the rows with a contract, for the report and for BI tools that
+draw a funnel."""
+
+import pandas as pd
+
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.statistics.poisson import funnel_rate_limits
+
+KEYS = ["region_code", "indicator", "period_start", "period_end"]
+GRID_POINTS = 36
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    communes = ordered_frame(dbt.ref("fct_commune_vs_region"))
+    areas = ordered_frame(dbt.ref("fct_area_period_rates"))
+    regions = areas[areas["area_level"] == "region"].rename(
+        columns={"area_code": "region_code", "rate_per_1000": "region_rate_per_1000"})
+    with_rate = communes[communes["rate_per_1000"].notna() & (communes["live_births"] > 0)]
+    spans = with_rate.groupby(KEYS, as_index=False)["live_births"].agg(births_min="min", births_max="max")
+    spans = spans.merge(regions[KEYS + ["region_rate_per_1000"]], on=KEYS)
+    rows = []
+    for span in spans[spans["region_rate_per_1000"].notna()].itertuples(index=False):
+        grid, limits = funnel_rate_limits(span.region_rate_per_1000, 0.7 * span.births_min, 1.4 * span.births_max,
+                                          points=GRID_POINTS)
+        (low95, up95), (low998, up998) = limits[0.95], limits[0.998]
+        for point, births in enumerate(grid):
+            rows.append({**{k: getattr(span, k) for k in KEYS}, "grid_point": point + 1, "live_births": births,
+                         "region_rate_per_1000": span.region_rate_per_1000,
+                         "expected_deaths": span.region_rate_per_1000 * births / 1000.0,
+                         "lower_95_per_1000": low95[point], "upper_95_per_1000": up95[point],
+                         "lower_998_per_1000": low998[point], "upper_998_per_1000": up998[point]})
+    columns = KEYS + ["grid_point", "live_births", "region_rate_per_1000", "expected_deaths", "lower_95_per_1000",
+                      "upper_95_per_1000", "lower_998_per_1000", "upper_998_per_1000"]
+    return pd.DataFrame(rows, columns=columns)
