@@ -64,6 +64,15 @@
 {%- endmacro %}
 
 
+{#- The current commune code of a record, or NULL when its problem says the code as read names no
+    commune (missing, unparseable or an unmapped historical code); a commune_unknown code is kept,
+    so the audit can show it. -#}
+{% macro deis_usable_commune_code(commune_problem, commune_code) -%}
+    case when {{ commune_problem }} in ('commune_missing', 'commune_unparseable', 'commune_code_unmapped')
+        then null else {{ commune_code }} end
+{%- endmacro %}
+
+
 {#- The historical-code crosswalk for records of per-year layouts (codes in force in their year):
     `old_code` as read in year `year` -> current code (seed commune_code_crosswalk). The official-
     figures deaths file is recoded to current codes by DEIS, so it never goes through it. -#}

@@ -8,7 +8,7 @@ draw a funnel."""
 import pandas as pd
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
-from infant_mortality.statistics.poisson import funnel_rate_limits
+from infant_mortality.statistics.poisson import FUNNEL_BIRTHS_SPAN, funnel_rate_limits
 
 KEYS = ["region_code", "indicator", "period_start", "period_end"]
 GRID_POINTS = 36
@@ -25,7 +25,8 @@ def model(dbt, session):
     spans = spans.merge(regions[KEYS + ["region_rate_per_1000"]], on=KEYS)
     rows = []
     for span in spans[spans["region_rate_per_1000"].notna()].itertuples(index=False):
-        grid, limits = funnel_rate_limits(span.region_rate_per_1000, 0.7 * span.births_min, 1.4 * span.births_max,
+        low, high = FUNNEL_BIRTHS_SPAN
+        grid, limits = funnel_rate_limits(span.region_rate_per_1000, low * span.births_min, high * span.births_max,
                                           points=GRID_POINTS)
         (low95, up95), (low998, up998) = limits[0.95], limits[0.998]
         for point, births in enumerate(grid):

@@ -68,8 +68,7 @@ select
     gestational_weeks,
     mother_age,
     commune_code_as_read,
-    case when commune_problem in ('commune_missing', 'commune_unparseable', 'commune_code_unmapped')
-        then null else commune_code end as commune_code,
+    {{ deis_usable_commune_code('commune_problem', 'commune_code') }} as commune_code,
     commune_code_mapping,
     commune_name,
     region_code,

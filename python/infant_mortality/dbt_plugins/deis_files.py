@@ -389,12 +389,13 @@ class LineScan:
         self._hashing = self._pool.submit(self._digest.update, chunk)
         self.size += len(chunk)
         joined, offset = self._tail + chunk, len(self._tail)
-        newline = np.frombuffer(joined, dtype=np.uint8) == 10
+        data = np.frombuffer(joined, dtype=np.uint8)
+        newline = data == 10
         # Each blank line's own line end sits in exactly one chunk: found there (at or after
         # `offset`) as the second `\n` of `\n\n` or the last one of `\n\r\n`.
         ends = np.flatnonzero(newline[1:] & newline[:-1]) + 1
         if b"\r" in joined:
-            carriage = np.frombuffer(joined, dtype=np.uint8)[1:-1] == 13
+            carriage = data[1:-1] == 13
             ends = np.union1d(ends, np.flatnonzero(newline[:-2] & carriage & newline[2:]) + 2)
         for end in ends[ends >= offset].tolist():   # rare: a loop is fine
             self.blank.append(self.lines + int(np.count_nonzero(newline[offset:end])) + 1)

@@ -27,6 +27,7 @@ from infant_mortality.report.common import (
     with_rate,
 )
 from infant_mortality.report.marts import pooled_rate
+from infant_mortality.statistics.poisson import FUNNEL_BIRTHS_SPAN
 
 HEIGHT = 620
 MARGIN = dict(l=70, r=30, t=110, b=125)
@@ -54,7 +55,8 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
         reg = pooled_rate(area_periods, combo)
         region_rate = reg["rate_per_1000"] if reg is not None else None
         births = df["live_births"].to_numpy(float)
-        lo, hi = max(1.0, float(np.nanmin(births)) * 0.7), float(np.nanmax(births)) * 1.4
+        low, high = FUNNEL_BIRTHS_SPAN  # the axis spans the mart's births grid
+        lo, hi = max(1.0, float(np.nanmin(births)) * low), float(np.nanmax(births)) * high
         y_top = 1.12 * float(np.nanmax(np.r_[df["rate_per_1000"].to_numpy(float), (region_rate or 0) * 1.5]))
         curve = combo.select(limits).sort_values("grid_point")
         if region_rate is not None and not curve.empty:

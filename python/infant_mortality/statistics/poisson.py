@@ -72,6 +72,9 @@ def rate_ratio_midp_p_value(d1, n1, d2, n2):
 
 
 FUNNEL_LEVELS = (0.95, 0.998)
+# The funnel's births axis spans its communes from this fraction of the fewest births to this
+# multiple of the most (the mart's grid and the report's axis both use it).
+FUNNEL_BIRTHS_SPAN = (0.7, 1.4)
 
 
 def funnel_category(observed, expected):
@@ -117,6 +120,9 @@ def funnel_count_limits(expected, level: float):
 
 
 FUNNEL_LEVELS = (0.95, 0.998)
+# The funnel's births axis spans its communes from this fraction of the fewest births to this
+# multiple of the most (the mart's grid and the report's axis both use it).
+FUNNEL_BIRTHS_SPAN = (0.7, 1.4)
 
 
 def funnel_rate_limits(rate_per_1000: float, births_min: float, births_max: float, points: int = 36,
