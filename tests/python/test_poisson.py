@@ -106,3 +106,27 @@ def test_funnel_count_limits_match_phe_limit_curve():
     lower, _ = poisson.funnel_count_limits([5.571644585], 0.95)
     assert upper[0] == pytest.approx(1.0, abs=1e-6)
     assert lower[0] == pytest.approx(1.0, abs=1e-6)
+
+
+def _funnel_limits_by_root_finding(e, level):
+    """The second method: solve poisson_ci(d) = e for d numerically on qchisq itself."""
+    from scipy import optimize, stats
+
+    a = (1 - level) / 2
+    upper = optimize.brentq(lambda d: (stats.chi2.ppf(a, 2 * d) / 2 if d > 0 else 0.0) - e, 0.0, 10 * e + 50)
+    if stats.chi2.ppf(1 - a, 2) / 2 > e:
+        return 0.0, upper
+    return optimize.brentq(lambda d: stats.chi2.ppf(1 - a, 2 * d + 2) / 2 - e, 0.0, 10 * e + 50), upper
+
+
+@pytest.mark.parametrize("level", poisson.FUNNEL_LEVELS)
+def test_funnel_count_limits_equal_root_finding_on_the_garwood_limits(level):
+    expected = np.geomspace(0.01, 5000, 40)
+    lower, upper = poisson.funnel_count_limits(expected, level)
+    for e, lo, up in zip(expected, lower, upper):
+        want_lo, want_up = _funnel_limits_by_root_finding(e, level)
+        assert lo == pytest.approx(want_lo, rel=1e-8, abs=1e-9)
+        assert up == pytest.approx(want_up, rel=1e-8, abs=1e-9)
+    # Observed counts on the limits sit exactly on the Garwood limits around them.
+    garwood_lower_of_upper, _ = poisson.poisson_ci(upper, level)
+    assert garwood_lower_of_upper == pytest.approx(expected, rel=1e-9)
