@@ -425,3 +425,32 @@ def test_gap_trends_rejects_rows_without_an_rii_column():
         gap_trends(gap_fixture().drop(columns="rii"), GAP_PERIODS)
     with pytest.raises(ValueError, match="min_years"):
         gap_trends(gap_fixture(), GAP_PERIODS, min_years=2)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_gradient_equals_statsmodels_glm_on_groups_of_every_size(seed):
+    # Regions have 3 to 52 communes, the country 346: the written-out Newton-Raphson must give
+    # statsmodels' GLM estimates, covariance and Pearson dispersion on all of them.
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([3, 4, 7, 15, 52, 346]))
+    d, n, x = gradient_data(seed=seed, k=k, overdispersed=bool(seed % 2))
+    assert (d > 0).sum() > 1   # the MLE exists for every draw used here
+    fit = poisson_gradient(d, n, x)
+    reference = sm.GLM(d, np.column_stack([np.ones(k), x]), family=sm.families.Poisson(),
+                       offset=np.log(n)).fit(tol=1e-12)
+    phi = reference.pearson_chi2 / reference.df_resid
+    assert (fit.a, fit.b) == pytest.approx(tuple(reference.params), rel=1e-9, abs=1e-12)
+    assert fit.dispersion == pytest.approx(phi, rel=1e-8)
+    assert fit.cov == pytest.approx(np.asarray(reference.cov_params()) * max(1.0, phi), rel=1e-7)
+
+
+def test_concentration_index_interval_equals_statsmodels_wls(ranked):
+    inside = ranked[ranked["exclusion_reason"].isna()]
+    d, n, x = (inside[c].to_numpy(dtype=float) for c in ("deaths", "live_births", "ridit"))
+    cix = concentration_index(d, n, x)
+    w = n / n.sum()
+    mu = float(w @ (d / n))
+    lhs = 2 * float(w @ (x - w @ x) ** 2) * (d / n) / mu
+    reference = sm.WLS(lhs, np.column_stack([np.ones_like(x), x]), weights=n).fit()
+    assert cix.estimate == pytest.approx(reference.params[1], abs=1e-12)
+    assert cix.upper - cix.estimate == pytest.approx(Z * reference.bse[1], rel=1e-10)

@@ -11,7 +11,7 @@ deaths d_i, live births n_i and stratifier value v_i (higher = more deprived):
 * :func:`gap_measures` -- D, R, PAR, PAF and avoidable deaths from the pooled counts of
   quintile 1, quintile 5 and the whole area, with Wald intervals from the Poisson variance of
   each count (groups independent; the overlap of quintile 5 with the area is accounted for).
-* :func:`poisson_gradient` -- log mu_i = log n_i + a + b x_i by statsmodels' Poisson GLM, with
+* :func:`poisson_gradient` -- log mu_i = log n_i + a + b x_i, the Poisson GLM (Newton-Raphson), with
   quasi-Poisson standard errors (Pearson chi2 / df, never below 1); :func:`sii_rii` turns it
   into SII = (e^a - e^(a+b)) * 1000 and RII = e^(-b) with delta-method / log-scale intervals.
 * :func:`concentration_index` -- C = 2 sum(w_i r_i x_i) / mu - 1, with the standard error of
@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats
 
 from infant_mortality.statistics.poisson import poisson_ci
@@ -223,7 +221,7 @@ def _gradient_na(n: int, note: str) -> GradientFit:
 
 
 def poisson_gradient(deaths, births, ridit) -> GradientFit:
-    """Poisson GLM of commune deaths on the ridit with offset log(births) (statsmodels).
+    """Poisson GLM of commune deaths on the ridit with offset log(births).
 
     Standard errors are quasi-Poisson: the model covariance times phi = max(1, Pearson chi2 /
     (n - 2)). Not estimable with fewer than 3 communes (no residual degree of freedom), or when
@@ -242,15 +240,37 @@ def poisson_gradient(deaths, births, ridit) -> GradientFit:
     if positive.sum() == 1 and (x[positive][0] in (x.min(), x.max())):
         return _gradient_na(k, "every death is in the commune at one end of the ridit scale: "
                                "the maximum-likelihood gradient does not exist")
-    X = np.column_stack([np.ones(k), x])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = sm.GLM(d, X, family=sm.families.Poisson(), offset=np.log(n)).fit()
-    if not res.converged or not np.all(np.isfinite(res.params)):
+    fitted = _poisson_newton(d, n, x)
+    if fitted is None:
         return _gradient_na(k, "the Poisson regression did not converge")
-    dispersion = float(res.pearson_chi2 / res.df_resid)
-    cov = np.asarray(res.cov_params()) * max(1.0, dispersion)
-    return GradientFit(float(res.params[0]), float(res.params[1]), cov, dispersion, k)
+    a, b, information, mu = fitted
+    dispersion = float(np.sum((d - mu) ** 2 / mu) / (k - 2))
+    cov = np.linalg.inv(information) * max(1.0, dispersion)
+    return GradientFit(a, b, cov, dispersion, k)
+
+
+def _poisson_newton(d, n, x, max_iterations: int = 100):
+    """Maximum likelihood of log E[d_i] = log n_i + a + b x_i by Newton-Raphson (for the log
+    link this is IRLS, what statsmodels' GLM does), written out for two parameters: statsmodels
+    spent 1.5 ms of set-up per fit, most of the inequity models' time over 5,000 groups.
+    Returns (a, b, Fisher information at the estimate, fitted mu), or None without convergence.
+    The tests check it against statsmodels' GLM and a matrix IRLS."""
+    a, b = math.log(d.sum() / n.sum()), 0.0
+    for _ in range(max_iterations):
+        mu = n * np.exp(a + b * x)
+        residual = d - mu
+        score_a, score_b = residual.sum(), (x * residual).sum()
+        h_aa, h_ab, h_bb = mu.sum(), (mu * x).sum(), (mu * x * x).sum()
+        det = h_aa * h_bb - h_ab * h_ab
+        if not (math.isfinite(det) and det > 0):
+            return None
+        step_a, step_b = (h_bb * score_a - h_ab * score_b) / det, (h_aa * score_b - h_ab * score_a) / det
+        a, b = a + step_a, b + step_b
+        if abs(step_a) + abs(step_b) <= 1e-13 * (1.0 + abs(a) + abs(b)):
+            mu = n * np.exp(a + b * x)
+            information = np.array([[mu.sum(), (mu * x).sum()], [(mu * x).sum(), (mu * x * x).sum()]])
+            return float(a), float(b), information, mu
+    return None
 
 
 def sii_rii(fit: GradientFit, z: float = Z95) -> dict[str, Estimate]:
@@ -293,8 +313,14 @@ def concentration_index(deaths, births, ridit, z: float = Z95) -> Estimate:
     c = 2 * float(np.sum(w * r * x)) / mu - 1
     sigma2 = float(w @ (x - w @ x) ** 2)
     lhs = 2 * sigma2 * r / mu
-    res = sm.WLS(lhs, np.column_stack([np.ones_like(x), x]), weights=n).fit()
-    se = float(res.bse[1])
+    # Weighted least squares by its normal equations (statsmodels' WLS gives the same to 1e-12,
+    # at 0.3 ms of set-up per group): the slope is C; its se uses the residual variance on n - 2 df.
+    X = np.column_stack([np.ones_like(x), x])
+    xtwx = X.T @ (n[:, None] * X)
+    beta = np.linalg.solve(xtwx, X.T @ (n * lhs))
+    residual = lhs - X @ beta
+    variance = float(n @ residual**2) / (len(d) - 2)
+    se = math.sqrt(variance * np.linalg.inv(xtwx)[1, 1])
     return Estimate(c, c - z * se, c + z * se)
 
 
