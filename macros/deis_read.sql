@@ -7,10 +7,12 @@
     every column as text under its canonical DEIS name (NULL for a column the layout lacks), plus
     source_file, source_line (the line number in the file, counting the header and blank lines),
     source_layout and source_columns (the canonical columns the file has, ';'-joined).
+    With shard and shards, only that shard of the files is read (deis_shard_files).
 -#}
-{% macro deis_read(kind, select_columns) -%}
-    {%- if not execute -%}
-        {#- Parsing only: the shape without touching any file. -#}
+{% macro deis_read(kind, select_columns, shard=none, shards=none) -%}
+    {%- set files = deis_shard_files(deis_inspect(kind).files, shard, shards) if execute else [] -%}
+    {%- if not files -%}
+        {#- Parsing, or a shard without files: the shape without touching any file. -#}
         select
             cast(null as varchar) as source_file,
             cast(null as bigint) as source_line,
@@ -24,7 +26,7 @@
         {#- Files of one layout (header, encoding, columns) are read by one read_csv over the
             list, in parallel; one file at a time was 30% slower on 30 yearly births files. -#}
         {%- set groups = {} -%}
-        {%- for file in deis_inspect(kind).files -%}
+        {%- for file in files -%}
             {%- set key = (file.header, file.encoding, file.layout, file.compression, file.columns | join(',')) | join('|') -%}
             {%- do groups.setdefault(key, []).append(file) -%}
         {%- endfor -%}
@@ -33,6 +35,26 @@
         {{ deis_read_group(files, select_columns) }}
         {%- endfor %}
     {%- endif -%}
+{%- endmacro %}
+
+
+{#- Shard `shard` (1..shards) of the files, in their order: file i goes to the shard holding the
+    middle of its records, so each shard gets about 1/shards of the records and whole files.
+    DuckDB numbers the rows of one read on one core (row_number() over () keeps the read's
+    order), so reading the births in two shards, two models run by two dbt threads, uses both
+    cores; it took the births staging from 53 to 28 s at 31 million records. No shard: all files. -#}
+{% macro deis_shard_files(files, shard=none, shards=none) -%}
+    {%- if shard is none -%}{{ return(files) }}{%- endif -%}
+    {%- set ns = namespace(total=0, before=0) -%}
+    {%- for file in files -%}{%- set ns.total = ns.total + file.records_expected -%}{%- endfor -%}
+    {%- set picked = [] -%}
+    {%- for file in files -%}
+        {%- set middle = ns.before + file.records_expected / 2 -%}
+        {%- set owner = [((middle * shards) / [ns.total, 1] | max) | int + 1, shards] | min -%}
+        {%- if owner == shard -%}{%- do picked.append(file) -%}{%- endif -%}
+        {%- set ns.before = ns.before + file.records_expected -%}
+    {%- endfor -%}
+    {{ return(picked) }}
 {%- endmacro %}
 
 

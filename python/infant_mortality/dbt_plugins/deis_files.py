@@ -603,6 +603,9 @@ def inspect(spec: str, kind: str, encoding: str = "auto",
 # the input manifest); the answer is kept while no file named by the path has changed.
 _CACHE: dict[tuple, str] = {}
 _CACHE_LOCK = threading.Lock()
+# One lock per inspection: models compiled at the same time in dbt's threads (the births shards)
+# wait for the first to finish scanning instead of scanning the same files again.
+_INSPECTING: dict[tuple, threading.Lock] = {}
 
 
 def _signature(spec: str) -> tuple:
@@ -624,15 +627,20 @@ def inspect_json(spec: str, kind: str, encoding: str = "auto", cache_dir: str | 
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
-    try:
-        found = inspect_all(spec, kind, encoding or "auto", cache_dir or None, limits)
-        answer = json.dumps({"files": [asdict(f) for f in found.files],
-                             "entries": [asdict(e) for e in found.entries]}, ensure_ascii=False)
-    except (DeisFileError, OSError) as error:
-        return json.dumps({"error": f"DEIS {kind} input: {error}"}, ensure_ascii=False)
-    with _CACHE_LOCK:
-        _CACHE[key] = answer
-    return answer
+        inspecting = _INSPECTING.setdefault(key, threading.Lock())
+    with inspecting:
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
+        try:
+            found = inspect_all(spec, kind, encoding or "auto", cache_dir or None, limits)
+            answer = json.dumps({"files": [asdict(f) for f in found.files],
+                                 "entries": [asdict(e) for e in found.entries]}, ensure_ascii=False)
+        except (DeisFileError, OSError) as error:
+            return json.dumps({"error": f"DEIS {kind} input: {error}"}, ensure_ascii=False)
+        with _CACHE_LOCK:
+            _CACHE[key] = answer
+        return answer
 
 
 def raw_files_json(folder: str, used: str) -> str:
