@@ -120,6 +120,33 @@ def test_with_the_audit_policy_malformed_records_are_audited_and_counted_nowhere
     assert counted == 0
 
 
+def test_loose_number_forms_are_not_read_as_numbers_in_any_field(clean, tmp_path):
+    # DuckDB's own cast reads every one of these as a number (1e3 -> 1000, 0x1F -> 31, 3.8 -> 4):
+    # in every numeric field of a births record they must stay unread, the other fields read.
+    files = copy_inputs(clean, tmp_path)
+    births = files / "nacimientos" / "synthetic_deis_births_2018.csv"
+    loose = {2: (4, "1e3"), 3: (5, "+50"), 4: (6, "3.8"), 5: (7, "0x1F"), 6: (1, "1_0")}
+    for line, (column, value) in loose.items():
+        edit_line(births, line, lambda f, c=column, v=value: f[:c] + [v] + f[c + 1:])
+    edit_line(births, 7, lambda f: f[:1] + ["03", " 7 "] + f[3:])   # leading zero, spaces: numbers
+    deaths = files / DEATHS
+    edit_line(deaths, 11, lambda f: f[:4] + ["-1"] + f[5:])
+    database = tmp_path / "loose.duckdb"
+    run_dbt(["build", "--select", "+stg_deis__births", "+stg_deis__deaths"], database,
+            micro_vars(deaths, files / "nacimientos", tmp_path / "cache"))
+    rows = dict((line, values) for line, *values in query(database, f"""
+        select source_line, birth_month, birth_day, weight_g, length_cm, gestational_weeks, mother_age
+        from staging.stg_deis__births where source_file = ? and source_line between 2 and 7""", [str(births)]))
+    read_as = {4: 2, 5: 3, 6: 4, 7: 5, 1: 0}   # file column -> position in the row above
+    for line, (column, value) in loose.items():
+        assert rows[line][read_as[column]] is None, (line, value, rows[line])
+        assert all(v is not None for i, v in enumerate(rows[line]) if i != read_as[column]), rows[line]
+    assert rows[7][:2] == [3, 7]
+    (problem,), = query(database, "select record_problem from staging.stg_deis__deaths "
+                                  "where source_file = ? and source_line = 11", [str(deaths)])
+    assert problem == "age_unparseable"
+
+
 # --- Class 5: files -------------------------------------------------------------------------
 
 def test_an_unknown_extension_in_a_folder_stops_the_build(clean, tmp_path):
