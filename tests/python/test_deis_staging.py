@@ -6,6 +6,8 @@ dbt runs in the real project with its committed profile (which registers the plu
 
 from __future__ import annotations
 
+import gzip
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -135,7 +137,13 @@ def test_zip_input_is_read_whole_and_named_by_its_member(generated):
                       "from staging.stg_deis__deaths group by all")
     n = manifest["records"]["deaths"] + 15
     assert files == [(f"{zip_path}/{member}", n, 2, n + 1)]  # line 1 is the header
-    assert list((tmp / "cache").rglob(member))  # unpacked once into deis_cache_dir
+    # Kept once in deis_cache_dir as gzip around the member's own deflate stream, not unpacked:
+    # the copy decompresses to exactly the member's bytes.
+    assert not list((tmp / "cache").rglob(member))
+    (kept,) = (tmp / "cache").rglob(member + ".gz")
+    with zipfile.ZipFile(zip_path) as archive:
+        assert gzip.decompress(kept.read_bytes()) == archive.read(member)
+        assert kept.stat().st_size == archive.getinfo(member).compress_size + 18
 
 
 def test_staged_rm_counts_equal_the_calibration(generated):
