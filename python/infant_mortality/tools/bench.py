@@ -10,8 +10,8 @@ Not a test: it prints figures and writes them to `benchmarks/scale.json`,
    time and the peak resident memory of the whole process tree, sampled every 20 ms;
 4. delete the files before the next size.
 
-At scale 1 (`--phases-scale`) the build is also run phase by phase (one dbt invocation per layer) to
-explain where the time above the raw read goes. Trend fitting is timed once, batched against a
+At the largest scale (`--phases-scale`) the build is also run phase by phase (one dbt invocation per
+layer) to explain where the time above the raw read goes. Trend fitting is timed once, batched against a
 plain statsmodels loop. The growth exponent is the least-squares slope of log(time) on
 log(records).
 """
@@ -395,18 +395,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench", help="scratch folder (gitignored)")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, default=REPO_ROOT / "benchmarks" / "scale.json")
-    parser.add_argument("--phases-scale", type=float, default=1.0,
-                        help="the size also built phase by phase, to see where the time goes (default 1)")
+    parser.add_argument("--phases-scale", type=float, default=None,
+                        help="the size also built phase by phase, to see where the time goes (default: the largest)")
     args = parser.parse_args(argv)
 
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     scales = sorted(args.scales)
+    phases_scale = args.phases_scale if args.phases_scale is not None else scales[-1]
     memory_limit = effective_memory_limit()
     points, extras = [], {}
     with open(workdir / "bench.log", "w", encoding="utf-8") as log:
         for scale in scales:
-            point, more = measure_size(scale, args.years, workdir, log, with_phases=scale == args.phases_scale,
+            point, more = measure_size(scale, args.years, workdir, log, with_phases=scale == phases_scale,
                                        with_trends=scale == 1)
             extras.update(more)
             if "phases" in more:
