@@ -37,7 +37,7 @@ report: $(STAMP)
 	$(BIN)/python -m infant_mortality.report
 
 ## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
-## BENCHMARKS.md and benchmarks/scale.{json,png}. About 30 minutes on 2 cores; needs ~25 GB of disk.
+## BENCHMARKS.md and benchmarks/scale.{json,png}. About 20 minutes on 2 cores; needs ~25 GB of disk.
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-bench.lock
 	$(BIN)/python -m infant_mortality.bench
