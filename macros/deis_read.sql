@@ -2,7 +2,8 @@
     Read the DEIS microdata files named by var('deis_<kind>_path') (kind: deaths or births): a
     file, a folder, a glob or a published ZIP. Python (infant_mortality.dbt_plugins.deis_files, reached via
     the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) lists every entry,
-    unpacks ZIPs safely into var('deis_cache_dir'), detects encoding, header and layout, counts
+    keeps ZIP members safely in var('deis_cache_dir') (a deflated one as gzip), detects encoding,
+    header and layout, counts
     each file's lines and refuses what it cannot read; DuckDB then reads the files with read_csv,
     every column as text under its canonical DEIS name (NULL for a column the layout lacks), plus
     source_file, source_line (the line number in the file, counting the header and blank lines),

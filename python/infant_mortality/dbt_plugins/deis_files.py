@@ -315,12 +315,13 @@ def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits
                 partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
                 scan = LineScan()   # lines and checksum counted as the bytes go by
                 try:
-                    # Inflated once as a stream, within the bounds, to be checked and scanned.
+                    # Inflated once as a stream, within the bounds, to be checked and scanned;
+                    # only a member that is not deflated is written out as it inflates.
                     with archive.open(member) as source, open(partial, "wb") as sink:
+                        keep_inflated = _discard if as_gzip else sink.write
                         head = source.read(SNIFF_BYTES)
                         _check_text_head(head, shown)   # sniffed before the rest is unpacked
-                        if not as_gzip:
-                            sink.write(head)
+                        keep_inflated(head)
                         scan.update(head)
                         written = len(head)
                         while block := source.read(CHUNK):
@@ -329,8 +330,7 @@ def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits
                                 raise DeisFileError(
                                     f"{shown}: unpacks to more than the {bound:,} bytes it declares "
                                     f"or the bound allows; refused")
-                            if not as_gzip:
-                                sink.write(block)
+                            keep_inflated(block)
                             scan.update(block)
                         if as_gzip:   # the whole member inflated (and passed its CRC): keep it
                             _write_member_as_gzip(zip_path, member, sink)
@@ -342,6 +342,10 @@ def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits
                         partial.unlink()
             extracted.append((member.filename, target, scanned))
     return extracted
+
+
+def _discard(_block: bytes) -> None:
+    """Where the inflated bytes of a member kept as gzip go: nowhere (they were only scanned)."""
 
 
 # A gzip member around a raw deflate stream: 10-byte header (no name, no time), 8-byte trailer.

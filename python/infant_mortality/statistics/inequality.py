@@ -260,7 +260,7 @@ def _poisson_newton(d, n, x, max_iterations: int = 100):
         mu = n * np.exp(a + b * x)
         residual = d - mu
         score_a, score_b = residual.sum(), (x * residual).sum()
-        h_aa, h_ab, h_bb = mu.sum(), (mu * x).sum(), (mu * x * x).sum()
+        (h_aa, h_ab), (_, h_bb) = _information(mu, x)
         det = h_aa * h_bb - h_ab * h_ab
         if not (math.isfinite(det) and det > 0):
             return None
@@ -268,9 +268,14 @@ def _poisson_newton(d, n, x, max_iterations: int = 100):
         a, b = a + step_a, b + step_b
         if abs(step_a) + abs(step_b) <= 1e-13 * (1.0 + abs(a) + abs(b)):
             mu = n * np.exp(a + b * x)
-            information = np.array([[mu.sum(), (mu * x).sum()], [(mu * x).sum(), (mu * x * x).sum()]])
-            return float(a), float(b), information, mu
+            return float(a), float(b), _information(mu, x), mu
     return None
+
+
+def _information(mu, x) -> np.ndarray:
+    """Fisher information of (a, b) for the Poisson log-link model at fitted means mu."""
+    cross = (mu * x).sum()
+    return np.array([[mu.sum(), cross], [cross, (mu * x * x).sum()]])
 
 
 def sii_rii(fit: GradientFit, z: float = Z95) -> dict[str, Estimate]:
