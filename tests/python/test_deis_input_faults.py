@@ -298,3 +298,104 @@ def test_every_way_out_of_the_cache_is_refused(tmp_path, name):
     with pytest.raises(deis_files.DeisFileError, match="zip slip"):
         deis_files.inspect(str(archive), "deaths", cache_dir=tmp_path / "cache")
     assert not [p for p in tmp_path.rglob("x.csv")]
+
+
+# --- A deflated member: inflated (ISA-L) while its deflate stream is copied into gzip --------
+
+def _deaths_text(rng, lines: int) -> bytes:
+    """Deaths-shaped text: 27 ';'-separated fields per line, some blank lines, latin-1."""
+    out = []
+    for number in range(lines):
+        if number % 97 == 13:
+            out.append(b"")
+            continue
+        fields = [str(rng.randint(0, 10 ** rng.randint(1, 6))).encode() for _ in range(26)] + ["REGIÓN".encode("latin-1")]
+        out.append(b";".join(fields))
+    return b"\n".join(out) + b"\n"
+
+
+def _unpack_one(deis_files, archive, cache, limits=None):
+    ((name, kept, scanned),) = deis_files.unpack_zip(str(archive), cache, limits or deis_files.Limits())
+    return name, kept, scanned
+
+
+@pytest.mark.parametrize("chunk", [7, 4096, 1 << 24])
+def test_a_deflated_member_is_kept_as_gzip_of_exactly_its_bytes_and_scanned_like_the_text(tmp_path, monkeypatch, chunk):
+    """Whatever the block size (7 bytes makes every block end mid-stream and mid-line), the gzip
+    copy decompresses to the member's bytes, and the scan taken while inflating equals a scan of
+    the plain text (second method: scan_lines on the member written out by zipfile)."""
+    import random
+
+    from infant_mortality.dbt_plugins import deis_files
+    monkeypatch.setattr(deis_files, "CHUNK", chunk)
+    text = _deaths_text(random.Random(chunk), 400 if chunk == 7 else 20000)
+    archive = tmp_path / "d.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("defunciones.csv", text)
+    name, kept, scanned = _unpack_one(deis_files, archive, tmp_path / "cache")
+    assert name == "defunciones.csv" and kept.name == "defunciones.csv.gz"
+    assert gzip.decompress(kept.read_bytes()) == text
+    plain = tmp_path / "plain.csv"
+    plain.write_bytes(text)
+    assert scanned == deis_files.scan_lines(str(plain))
+    assert scanned[1] and scanned[0] == text.count(b"\n")   # blank lines found, every line counted
+
+
+def test_a_stored_member_is_written_out_as_it_is(tmp_path):
+    from infant_mortality.dbt_plugins import deis_files
+    text = b"ANO_DEF;X\n2019;1\n\n2019;2\n"
+    archive = tmp_path / "s.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("d.csv", text)
+    _, kept, scanned = _unpack_one(deis_files, archive, tmp_path / "cache")
+    assert kept.name == "d.csv" and kept.read_bytes() == text and scanned[:2] == (4, (3,))
+
+
+def _with_declared_size(archive: Path, size: int) -> None:
+    """Rewrite the uncompressed size the ZIP declares for its only member (local header and
+    central directory), leaving the data alone: a ZIP that lies about what it unpacks to."""
+    data = bytearray(archive.read_bytes())
+    local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+    data[local + 22:local + 26] = size.to_bytes(4, "little")
+    data[central + 24:central + 28] = size.to_bytes(4, "little")
+    archive.write_bytes(bytes(data))
+
+
+def test_a_member_that_unpacks_to_more_than_it_declares_is_refused_and_nothing_is_kept(tmp_path, monkeypatch):
+    from infant_mortality.dbt_plugins import deis_files
+    monkeypatch.setattr(deis_files, "CHUNK", 1 << 16)
+    archive = tmp_path / "liar.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("d.csv", b"2019;1;2\n" * 200_000)   # 1.8 MB
+    _with_declared_size(archive, 100_000)
+    with pytest.raises(deis_files.DeisFileError, match="unpacks to more than the 100,000 bytes"):
+        _unpack_one(deis_files, archive, tmp_path / "cache")
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "wrong CRC-32"])
+def test_a_damaged_deflated_member_stops_with_the_member_named(tmp_path, damage):
+    from infant_mortality.dbt_plugins import deis_files
+    archive = tmp_path / "bad.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("d.csv", b"".join(b"2019;%d;x\n" % i for i in range(50_000)))
+    data = bytearray(archive.read_bytes())
+    if damage == "flipped byte":
+        data[data.index(b"d.csv") + 5 + 2000] ^= 0xFF   # inside the deflate stream
+    else:   # the text inflates cleanly but is not what the archive declares
+        local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+        data[local + 14] ^= 0xFF
+        data[central + 16] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    with pytest.raises(deis_files.DeisFileError, match=r"bad\.zip/d\.csv: damaged ZIP member"):
+        _unpack_one(deis_files, archive, tmp_path / "cache")
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+
+
+def test_binary_content_inside_a_deflated_member_is_refused(tmp_path):
+    from infant_mortality.dbt_plugins import deis_files
+    archive = tmp_path / "nul.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("d.csv", b"ANO_DEF;X\n" + bytes(100) + b"2019;1\n")
+    with pytest.raises(deis_files.DeisFileError, match="binary content"):
+        _unpack_one(deis_files, archive, tmp_path / "cache")

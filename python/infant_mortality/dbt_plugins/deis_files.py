@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import glob
-import gzip
 import hashlib
 import json
 import os
@@ -47,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
+from isal import igzip, isal_zlib
 
 from dbt.adapters.duckdb.plugins import BasePlugin
 
@@ -315,25 +315,12 @@ def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits
                 partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.part")
                 scan = LineScan()   # lines and checksum counted as the bytes go by
                 try:
-                    # Inflated once as a stream, within the bounds, to be checked and scanned;
-                    # only a member that is not deflated is written out as it inflates.
-                    with archive.open(member) as source, open(partial, "wb") as sink:
-                        keep_inflated = _discard if as_gzip else sink.write
-                        head = source.read(SNIFF_BYTES)
-                        _check_text_head(head, shown)   # sniffed before the rest is unpacked
-                        keep_inflated(head)
-                        scan.update(head)
-                        written = len(head)
-                        while block := source.read(CHUNK):
-                            written += len(block)
-                            if written > bound:
-                                raise DeisFileError(
-                                    f"{shown}: unpacks to more than the {bound:,} bytes it declares "
-                                    f"or the bound allows; refused")
-                            keep_inflated(block)
-                            scan.update(block)
-                        if as_gzip:   # the whole member inflated (and passed its CRC): keep it
-                            _write_member_as_gzip(zip_path, member, sink)
+                    # Inflated once as a stream, within the bounds, to be checked and scanned.
+                    with open(partial, "wb") as sink:
+                        if as_gzip:
+                            _copy_deflated_member_as_gzip(zip_path, member, sink, scan, bound)
+                        else:
+                            _extract_member(archive, member, sink, scan, bound, shown)
                     scanned = scan.result()
                     os.replace(partial, target)  # atomic: concurrent readers never see half a file
                 finally:
@@ -344,8 +331,40 @@ def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits
     return extracted
 
 
-def _discard(_block: bytes) -> None:
-    """Where the inflated bytes of a member kept as gzip go: nowhere (they were only scanned)."""
+class _MemberCheck:
+    """The checks on the inflated bytes of a ZIP member as they go by: the first SNIFF_BYTES
+    must be text (checked before anything after them is written), the whole must stay within
+    `bound` bytes; every byte is fed to the line scan."""
+
+    def __init__(self, scan: LineScan, bound: int, shown: str):
+        self.scan, self.bound, self.shown = scan, bound, shown
+        self.head, self.size = b"", 0
+
+    def feed(self, block: bytes) -> None:
+        if len(self.head) < SNIFF_BYTES:
+            self.head += block[:SNIFF_BYTES - len(self.head)]
+            if len(self.head) == SNIFF_BYTES:
+                _check_text_head(self.head, self.shown)
+        self.size += len(block)
+        if self.size > self.bound:
+            raise DeisFileError(f"{self.shown}: unpacks to more than the {self.bound:,} bytes it declares "
+                                f"or the bound allows; refused")
+        self.scan.update(block)
+
+    def finish(self) -> None:
+        if len(self.head) < SNIFF_BYTES:   # a member shorter than the sniffed part
+            _check_text_head(self.head, self.shown)
+
+
+def _extract_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, sink, scan: LineScan, bound: int,
+                    shown: str) -> None:
+    """Write a member that is not deflated (stored, or another method) as it inflates, checked."""
+    check = _MemberCheck(scan, bound, shown)
+    with archive.open(member) as source:
+        while block := source.read(CHUNK):
+            check.feed(block)
+            sink.write(block)
+    check.finish()
 
 
 # A gzip member around a raw deflate stream: 10-byte header (no name, no time), 8-byte trailer.
@@ -353,15 +372,32 @@ GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
 GZIP_FRAME_BYTES = len(GZIP_HEADER) + 8
 
 
-def _write_member_as_gzip(zip_path: str, member: zipfile.ZipInfo, sink) -> None:
-    """Write a deflated ZIP member as a gzip file: gzip's header, the member's compressed bytes
-    copied unchanged (both formats hold a raw deflate stream), then the CRC-32 and size the ZIP
-    declares (checked by zipfile while the member was inflated)."""
+def _copy_deflated_member_as_gzip(zip_path: str, member: zipfile.ZipInfo, sink, scan: LineScan,
+                                  bound: int) -> None:
+    """Write a deflated ZIP member as a gzip file in one pass over its compressed bytes: gzip's
+    header, the member's deflate stream copied unchanged (both formats hold a raw deflate
+    stream), then its CRC-32 and size. Each compressed block is inflated before it is copied, to
+    be checked (text, within the bound) and scanned, and the CRC-32 and size the ZIP declares are
+    verified at the end, as zipfile would. ISA-L inflates and checksums twice as fast as zlib:
+    the deaths member at scale 8 (7 GB) took 11 s of zlib before its staging could start."""
+    shown = f"{zip_path}/{member.filename}"
+    if member.flag_bits & 0x1:
+        raise DeisFileError(f"{shown}: the member is encrypted; unpack it with its password first")
+    check = _MemberCheck(scan, bound, shown)
+    inflater, crc = isal_zlib.decompressobj(-15), 0   # -15: a raw deflate stream, no header
+    damaged = DeisFileError(f"{shown}: damaged ZIP member (its deflate stream, size or CRC-32 does not "
+                            f"match what the archive declares)")
+
+    def take(inflated: bytes) -> None:
+        nonlocal crc
+        crc = isal_zlib.crc32(inflated, crc)
+        check.feed(inflated)
+
     with open(zip_path, "rb") as archive:
         archive.seek(member.header_offset)
         local = archive.read(30)   # the local file header; its name and extra fields follow
         if local[:4] != b"PK\x03\x04":
-            raise DeisFileError(f"{zip_path}/{member.filename}: damaged ZIP (no local header)")
+            raise DeisFileError(f"{shown}: damaged ZIP (no local header)")
         name_length, extra_length = struct.unpack("<HH", local[26:30])
         archive.seek(member.header_offset + 30 + name_length + extra_length)
         sink.write(GZIP_HEADER)
@@ -369,10 +405,26 @@ def _write_member_as_gzip(zip_path: str, member: zipfile.ZipInfo, sink) -> None:
         while remaining:
             block = archive.read(min(remaining, CHUNK))
             if not block:
-                raise DeisFileError(f"{zip_path}/{member.filename}: the ZIP ends inside the member")
-            sink.write(block)
+                raise DeisFileError(f"{shown}: the ZIP ends inside the member")
             remaining -= len(block)
-        sink.write(struct.pack("<II", member.CRC, member.file_size & 0xFFFFFFFF))
+            pending = block
+            while pending:
+                try:
+                    inflated = inflater.decompress(pending, CHUNK)   # at most CHUNK bytes out per call
+                except isal_zlib.error:
+                    raise damaged from None
+                if not inflated and len(inflater.unconsumed_tail) == len(pending):
+                    raise damaged   # no progress: not a deflate stream
+                take(inflated)
+                pending = inflater.unconsumed_tail
+            if inflater.eof and (inflater.unused_data or remaining):
+                raise damaged   # bytes after the end of the deflate stream
+            sink.write(block)
+        take(inflater.flush())
+    check.finish()
+    if not inflater.eof or check.size != member.file_size or crc != member.CRC:
+        raise damaged
+    sink.write(struct.pack("<II", member.CRC, member.file_size & 0xFFFFFFFF))
 
 
 def _check_text_head(head: bytes, shown: str) -> None:
@@ -383,7 +435,7 @@ def _check_text_head(head: bytes, shown: str) -> None:
 
 
 def _open_bytes(path: str, compression: str):
-    return gzip.open(path, "rb") if compression == "gzip" else open(path, "rb")
+    return igzip.open(path, "rb") if compression == "gzip" else open(path, "rb")
 
 
 def detect_encoding(path: str | os.PathLike, compression: str = "none") -> str:
