@@ -14,6 +14,13 @@
 -#}
 {% macro deis_read(kind, select_columns, shard=none, shards=none) -%}
     {%- set inspected = deis_inspect(kind).files if execute else [] -%}
+    {#- Every read waits until both kinds are inspected, so that the reads start together and end
+        together. Otherwise the births shards start reading while Python still inflates the deaths
+        ZIP, which slows that inflating (scale 8: 9 s alone, 14 s beside the births reads); the
+        deaths read then started last and ran alone at the end (build 126 -> 119 s). -#}
+    {%- for other in ['deaths', 'births'] if execute and other != kind -%}
+        {%- do deis_inspect(other) -%}
+    {%- endfor -%}
     {%- set files = deis_shard_files(inspected, shard, shards) -%}
     {%- if not files -%}
         {#- Parsing, or a shard without files: the shape without touching any file. -#}
