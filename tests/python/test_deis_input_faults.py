@@ -309,8 +309,8 @@ def _deaths_text(rng, lines: int) -> bytes:
         if number % 97 == 13:
             out.append(b"")
             continue
-        fields = [str(rng.randint(0, 10 ** rng.randint(1, 6))).encode() for _ in range(26)] + ["REGIÓN".encode("latin-1")]
-        out.append(b";".join(fields))
+        numbers = [str(rng.randint(0, 10 ** rng.randint(1, 6))).encode() for _ in range(26)]
+        out.append(b";".join(numbers + ["REGIÓN".encode("latin-1")]))
     return b"\n".join(out) + b"\n"
 
 
