@@ -1,13 +1,13 @@
 {#-
     Read the DEIS microdata files named by var('deis_<kind>_path') (kind: deaths or births): a
-    file, a folder, a glob or a published ZIP. Python (infant_mortality.dbt_plugins.deis_files, reached via
-    the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) lists every entry,
-    keeps ZIP members safely in var('deis_cache_dir') (a deflated one as gzip), detects encoding,
-    header and layout, counts
-    each file's lines and refuses what it cannot read; DuckDB then reads the files with read_csv,
-    every column as text under its canonical DEIS name (NULL for a column the layout lacks), plus
-    source_file, source_line (the line number in the file, counting the header and blank lines),
-    source_layout and source_columns (the canonical columns the file has, ';'-joined).
+    file, a folder, a glob or a published ZIP. Python (infant_mortality.dbt_plugins.deis_files,
+    reached via the DuckDB function imr_deis_inspect that its dbt-duckdb plugin registers) lists
+    every entry, keeps ZIP members safely in var('deis_cache_dir') (a deflated one as gzip),
+    detects encoding, header and layout, counts each file's lines and refuses what it cannot
+    read; DuckDB then reads the files with read_csv, every column as text under its canonical
+    DEIS name (NULL for a column the layout lacks), plus source_file, source_line (the line
+    number in the file, counting the header and blank lines), source_layout and source_columns
+    (the canonical columns the file has, ';'-joined).
     source_file and source_layout are ENUMs (deis_enum_type) of every file and layout of the kind:
     the same for every shard, so their union keeps the type.
     With shard and shards, only that shard of the files is read (deis_shard_files).
@@ -17,7 +17,8 @@
     {#- Every read waits until both kinds are inspected, so that the reads start together and end
         together. Otherwise the births shards start reading while Python still inflates the deaths
         ZIP, which slows that inflating (scale 8: 9 s alone, 14 s beside the births reads); the
-        deaths read then started last and ran alone at the end (build 126 -> 119 s). -#}
+        deaths read then started last and ran alone at the end (scale 8, builds run in pairs:
+        131.5 and 129.6 s without the wait, 130.4 and 126.4 s with it). -#}
     {%- for other in ['deaths', 'births'] if execute and other != kind -%}
         {%- do deis_inspect(other) -%}
     {%- endfor -%}
