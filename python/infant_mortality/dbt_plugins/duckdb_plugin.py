@@ -7,11 +7,20 @@ Tables built with them are plain tables: readers of the warehouse file need no U
 
 from __future__ import annotations
 
+import importlib
+import threading
+
 import numpy as np
 import pyarrow as pa
 from dbt.adapters.duckdb.plugins import BasePlugin
 
-from infant_mortality.statistics import poisson
+
+def _poisson():
+    """`infant_mortality.statistics.poisson`, imported on first use: it imports scipy.stats, which
+    takes 0.6 s, and the connection that registers these functions is opened before any model
+    can start. The plugin imports it in a background thread instead (Plugin.initialize), while
+    the first models run; a call that comes first waits for that import (Python's import lock)."""
+    return importlib.import_module("infant_mortality.statistics.poisson")
 
 
 def _as_float(column: pa.Array) -> np.ndarray:
@@ -43,14 +52,14 @@ def _arrow_udf(compute, n_inputs: int, returns: str):
 
 FUNCTIONS = {
     # name: (numpy function, number of count inputs, takes a level argument, DuckDB return type)
-    "imr_poisson_lower": (lambda d, level: poisson.poisson_ci(d, level)[0], 1, True, "DOUBLE"),
-    "imr_poisson_upper": (lambda d, level: poisson.poisson_ci(d, level)[1], 1, True, "DOUBLE"),
-    "imr_rate_ratio_lower": (lambda a, b, c, d, level: poisson.rate_ratio_exact_ci(a, b, c, d, level)[0], 4, True,
-                             "DOUBLE"),
-    "imr_rate_ratio_upper": (lambda a, b, c, d, level: poisson.rate_ratio_exact_ci(a, b, c, d, level)[1], 4, True,
-                             "DOUBLE"),
-    "imr_rate_ratio_midp": (poisson.rate_ratio_midp_p_value, 4, False, "DOUBLE"),
-    "imr_funnel_category": (poisson.funnel_category, 2, False, "VARCHAR"),
+    "imr_poisson_lower": (lambda d, level: _poisson().poisson_ci(d, level)[0], 1, True, "DOUBLE"),
+    "imr_poisson_upper": (lambda d, level: _poisson().poisson_ci(d, level)[1], 1, True, "DOUBLE"),
+    "imr_rate_ratio_lower": (lambda a, b, c, d, level: _poisson().rate_ratio_exact_ci(a, b, c, d, level)[0], 4,
+                             True, "DOUBLE"),
+    "imr_rate_ratio_upper": (lambda a, b, c, d, level: _poisson().rate_ratio_exact_ci(a, b, c, d, level)[1], 4,
+                             True, "DOUBLE"),
+    "imr_rate_ratio_midp": (lambda a, b, c, d: _poisson().rate_ratio_midp_p_value(a, b, c, d), 4, False, "DOUBLE"),
+    "imr_funnel_category": (lambda d, e: _poisson().funnel_category(d, e), 2, False, "VARCHAR"),
 }
 
 
@@ -70,5 +79,8 @@ def register_functions(conn) -> None:
 
 
 class Plugin(BasePlugin):
+    def initialize(self, plugin_config):
+        threading.Thread(target=_poisson, name="imr-import-statistics", daemon=True).start()
+
     def configure_connection(self, conn):
         register_functions(conn)
