@@ -50,3 +50,31 @@ def test_funnel_category_udf_is_the_python_rule(con):
         "(159, 232.9329), (null, 3.0)) t(o, e)"
     ).fetchall()
     assert [r[0] for r in rows] == ["above_99_8", "above_95", "within", "below_99_8", None]
+
+
+
+def test_repeated_rows_get_the_values_of_each_row(con):
+    """Each function computes once per distinct row of its inputs and spreads the results back:
+    on 20,000 rows of repeated counts (with zeros and NULLs) in random order, every row gets
+    exactly what the Python function gives for that row alone."""
+    rng = np.random.default_rng(17)
+    n = 20_000
+    d1, d2 = rng.poisson(3, n).astype(float), rng.poisson(5, n).astype(float)
+    n1, n2 = rng.choice([900.0, 1000.0, 1200.0], n), rng.choice([1000.0, 2000.0], n)
+    unknown = rng.random(n) < 0.1
+    con.register("pairs", {"i": np.arange(n), "d1": d1, "n1": n1, "d2": d2, "n2": n2,
+                           "d1_or_null": np.where(unknown, np.nan, d1)})
+    got = con.execute(
+        "select imr_poisson_lower(nullif(d1_or_null, 'nan'::double), 0.95), imr_poisson_upper(d1, 0.95), "
+        "imr_rate_ratio_lower(d1, n1, d2, n2, 0.95), imr_rate_ratio_midp(d1, n1, d2, n2), "
+        "imr_funnel_category(d1, n1 / 400) from pairs order by i").fetchall()
+    assert [row[0] is None for row in got] == unknown.tolist()
+    for i in rng.choice(n, 300, replace=False):
+        lower, upper, ratio_lower, midp, category = got[i]
+        if not unknown[i]:
+            assert lower == poisson.poisson_ci(d1[i])[0]
+        assert upper == poisson.poisson_ci(d1[i])[1]
+        expected_ratio = float(poisson.rate_ratio_exact_ci(d1[i], n1[i], d2[i], n2[i])[0])
+        assert ratio_lower == (expected_ratio if np.isfinite(expected_ratio) else None)
+        assert midp == float(poisson.rate_ratio_midp_p_value(d1[i], n1[i], d2[i], n2[i]))
+        assert category == poisson.funnel_category(np.array([d1[i]]), np.array([n1[i] / 400]))[0]

@@ -27,6 +27,15 @@ def _as_float(column: pa.Array) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(float)
 
 
+def _on_distinct_rows(compute, arrays: list[np.ndarray], extra: list):
+    """`compute` (element-wise) on the distinct rows of its inputs only, spread back to every
+    row: the same numbers of deaths and births recur across communes, years and periods, and an
+    exact limit costs about a microsecond per value (fct_commune_deprivation: 209,200 rows, 0.13 s
+    per call on every row, 0.01 s on the distinct ones)."""
+    distinct, where = np.unique(np.column_stack(arrays), axis=0, return_inverse=True)
+    return np.asarray(compute(*distinct.T, *extra))[where.reshape(-1)]
+
+
 def _arrow_udf(compute, n_inputs: int, returns: str):
     """Wrap a numpy function of n_inputs columns so that a NULL in any input gives NULL."""
 
@@ -38,9 +47,9 @@ def _arrow_udf(compute, n_inputs: int, returns: str):
             missing |= c.is_null().to_numpy(zero_copy_only=False)
         safe = [np.where(missing, 1.0, a) for a in arrays]
         if returns == "VARCHAR":
-            labels = np.asarray(compute(*safe, *extra), dtype=object)
+            labels = np.asarray(_on_distinct_rows(compute, safe, extra), dtype=object)
             return pa.array(labels, mask=missing, type=pa.string())
-        result = np.asarray(compute(*safe, *extra), dtype=float)
+        result = np.asarray(_on_distinct_rows(compute, safe, extra), dtype=float)
         result = np.where(np.isfinite(result), result, np.nan)
         return pa.array(result, mask=missing | np.isnan(result), type=pa.float64())
 
