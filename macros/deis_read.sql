@@ -13,16 +13,17 @@
     With shard and shards, only that shard of the files is read (deis_shard_files).
 -#}
 {% macro deis_read(kind, select_columns, shard=none, shards=none) -%}
-    {%- set inspected = deis_inspect(kind).files if execute else [] -%}
     {#- Every read waits until both kinds are inspected, so that the reads start together and end
         together. Otherwise the births shards start reading while Python still inflates the deaths
         ZIP, which slows that inflating (scale 8: 9 s alone, 14 s beside the births reads); the
         deaths read then started last and ran alone at the end (scale 8, builds run in pairs:
         131.5 and 129.6 s without the wait, 130.4 and 126.4 s with it). -#}
-    {%- for other in ['deaths', 'births'] if execute and other != kind -%}
-        {%- do deis_inspect(other) -%}
+    {%- set both = {} -%}
+    {%- for each in ['deaths', 'births'] if execute -%}
+        {%- do both.update({each: deis_inspect(each).files}) -%}
     {%- endfor -%}
-    {%- set files = deis_shard_files(inspected, shard, shards, deis_shard_shares(kind, shards) if shard else none) -%}
+    {%- set inspected = both.get(kind, []) -%}
+    {%- set files = deis_shard_files(inspected, shard, shards, deis_shard_shares(kind, shards, both)) -%}
     {%- if not files -%}
         {#- Parsing, or a shard without files: the shape without touching any file. -#}
         select
@@ -86,10 +87,10 @@
     halves of the births ended 11 s before the deaths at scale 8, one core then idle. The three
     reads end together when the second births shard holds as much work as the deaths and the
     first the rest (when the deaths are lighter than half the births: halves). -#}
-{% macro deis_shard_shares(kind, shards) -%}
-    {%- if kind != 'births' or shards != 2 or not execute -%}{{ return(none) }}{%- endif -%}
-    {%- set deaths = deis_inspect('deaths').files | sum(attribute='records_expected') -%}
-    {%- set births = deis_inspect('births').files | sum(attribute='records_expected') -%}
+{% macro deis_shard_shares(kind, shards, inspected) -%}
+    {%- if kind != 'births' or shards != 2 or not inspected -%}{{ return(none) }}{%- endif -%}
+    {%- set deaths = inspected.deaths | sum(attribute='records_expected') -%}
+    {%- set births = inspected.births | sum(attribute='records_expected') -%}
     {%- set first = [0.0, [0.5, 1 - 1.65 * deaths / [births, 1] | max] | min] | max -%}
     {{ return([first, 1 - first]) }}
 {%- endmacro %}
