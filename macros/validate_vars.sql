@@ -43,7 +43,6 @@ implausible_rate_min_deaths: {type: int, min: 0}
 derived_count_tolerance: {type: int, min: 0}
 benchmark_min_deaths:    {type: int, min: 0}
 benchmark_communes:      {type: code_list, digits: 5}
-neighbour_snap_tolerance_m: {type: number, above: 0}
 deis_zip_max_member_bytes: {type: int, min: 1}
 deis_zip_max_ratio:      {type: number, above: 0}
 deis_malformed_records:  {values: [stop, audit]}

@@ -1,7 +1,8 @@
--- Queen contiguity of the commune polygons, both directions of every pair (computed by
--- int_commune_neighbours; docs/methods.md section 6). Islands have no row.
+-- Queen contiguity of the commune polygons, both directions of every pair (the seed
+-- commune_neighbours, generated from the pinned polygons by infant_mortality.tools.generate_geography;
+-- docs/methods.md section 6). Islands have no row.
 select
     cast(commune_code as varchar) as commune_code,
     cast(neighbour_code as varchar) as neighbour_code,
     cast(gap_m as double) as gap_m
-from {{ ref('int_commune_neighbours') }}
+from {{ ref('commune_neighbours') }}

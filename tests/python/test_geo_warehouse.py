@@ -20,6 +20,22 @@ def test_dim_commune_neighbours_known_pairs_and_symmetry(bundled_warehouse):
     assert {"05104", "05201", "12202"}.isdisjoint(with_neighbours)  # islands, and Antártica (no polygon)
 
 
+def test_every_commune_seat_lies_inside_its_polygon(bundled_warehouse):
+    """dim_commune's latitude/longitude are label points inside the commune's polygon (the
+    coverage drawn by the report and written to the GeoPackage); Antártica has none."""
+    import shapely
+
+    from infant_mortality.geography.communes import load_commune_polygons
+    from infant_mortality.geography.coverage import load_coverage
+
+    seats = {code: (lon, lat) for code, lat, lon in query(bundled_warehouse,
+             "select commune_code, latitude, longitude from marts.dim_commune")}
+    assert len(seats) == 346 and seats.pop("12202") == (None, None)
+    coverage = load_coverage(load_commune_polygons())
+    points = shapely.points([seats[code] for code in coverage.codes])
+    assert [code for code, inside in zip(coverage.codes, shapely.contains(coverage.geometries, points)) if not inside] == []
+
+
 def test_polygon_file_disagreements_are_audited(bundled_warehouse):
     rows = query(bundled_warehouse, """
         select commune_code, check_name from marts.audit_data_quality

@@ -29,6 +29,22 @@ def test_layers_crs_and_geometry_type(geopackage):
     assert not list(geopackage.parent.glob(".*partial*"))  # the temporary file was renamed away
 
 
+def test_geopackage_version_is_1_2_which_gdal_3_6_reads_without_a_warning(geopackage):
+    # GeoPackage stores its version in SQLite's header: application_id 'GPKG', user_version
+    # 10200 for 1.2 (GDAL 3.6 warns "partially supported" on 10400).
+    import sqlite3
+
+    with sqlite3.connect(geopackage) as con:
+        assert con.execute("pragma application_id").fetchone()[0] == int.from_bytes(b"GPKG", "big")
+        assert con.execute("pragma user_version").fetchone()[0] == 10200
+
+
+def test_communes_layer_polygons_are_the_cleaned_coverage(geopackage):
+    _, table = pyogrio.read_arrow(geopackage, layer="communes")
+    polygons = [shapely.from_wkb(g) for g in table["geom"].to_pylist() if g is not None]
+    assert len(polygons) == 345 and shapely.coverage_is_valid(polygons)  # no overlap, shared edges
+
+
 def test_communes_layer_has_every_commune_and_every_dim_commune_column(geopackage, bundled_warehouse):
     _, table = pyogrio.read_arrow(geopackage, layer="communes")
     columns = _columns(bundled_warehouse, "dim_commune")

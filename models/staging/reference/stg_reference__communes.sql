@@ -6,7 +6,5 @@ select
     nombre_provincia as province_name,
     codigo_region as region_code,
     nombre_region as region_name,
-    latitud_cabecera as latitude,
-    longitud_cabecera as longitude,
     poblacion_estimada as population_estimate
 from {{ ref('communes_chile') }}

