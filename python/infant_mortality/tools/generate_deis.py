@@ -546,17 +546,22 @@ def _birth_template(year: int, code: str, name: str, region: str) -> dict:
 # The DEIS per-year births bases: 33 columns, codes in force in their year
 # --------------------------------------------------------------------------------------------
 
-# Ñuble (region 16 since 2018-09-06): its communes had the codes of the province of Ñuble of
-# region 8 (084xx) before; the project's crosswalk seed holds the official pairs.
-def historical_codes(project_dir: Path) -> dict[str, str]:
+# The per-year bases carry the codes in force in their year: before Ñuble (2018), Marga Marga
+# (2010), Arica y Parinacota and Los Ríos (2007) their communes had the older codes of the
+# project's crosswalk seed, which holds the official pairs and the last year of each old code.
+def historical_codes(project_dir: Path) -> dict[str, tuple[str, int]]:
+    """Current code -> (old code, last year it may appear) for every renumbered commune."""
     crosswalk = pd.read_csv(project_dir / "seeds" / "commune_code_crosswalk.csv", dtype=str)
     renumbered = crosswalk[crosswalk["mapping"] == "renumbered"]
-    return dict(zip(renumbered["new_code"], renumbered["old_code"]))
+    return {new: (old, int(to_year))
+            for new, old, to_year in zip(renumbered["new_code"], renumbered["old_code"], renumbered["valid_to_year"])}
 
 
-def _code_in_force(code: int, year: int, old_codes: dict[str, str]) -> int:
-    current = str(code).zfill(5)
-    return int(old_codes[current]) if year < 2018 and current in old_codes else code
+def _code_in_force(code: int, year: int, old_codes: dict[str, tuple[str, int]]) -> int:
+    """The old code in the years before its last year (in that year a base may use either: the
+    generator writes the new one)."""
+    old, last_year = old_codes.get(str(code).zfill(5), (None, 0))
+    return int(old) if year < last_year else code
 
 
 def per_year_base(births: pd.DataFrame, year: int, with_region: bool) -> tuple[pd.DataFrame, list[str]]:
