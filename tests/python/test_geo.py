@@ -47,6 +47,26 @@ def test_polygon_file_has_the_345_communes_of_the_reference_except_antartica(pol
     assert (merged["province_code"] == merged["codigo_provincia"]).all()
 
 
+def test_region_and_province_names_of_the_reference_are_the_official_dpa_names():
+    """The polygon file carries IDE Chile's official region and province names (DPA 2023)."""
+    import pyarrow.parquet as pq
+
+    official = pq.read_table(geo.dpa_path(), columns=["CUT_REG", "REGION", "CUT_PROV", "PROVINCIA"]).to_pandas()
+    reference = pd.read_csv(Path(__file__).resolve().parents[2] / "seeds" / "communes_chile.csv", dtype=str)
+    regions = official.drop_duplicates("CUT_REG").merge(
+        reference.drop_duplicates("codigo_region"), left_on="CUT_REG", right_on="codigo_region")
+    assert len(regions) == 16
+    # "Región de Tarapacá", "Región del Maule", "Región Metropolitana de Santiago": the same name after the prefix.
+    stripped = regions["nombre_region"].str.replace(r"^Región (del |de )?", "", regex=True)
+    assert (stripped == regions["REGION"]).all(), regions.loc[stripped != regions["REGION"], "nombre_region"].tolist()
+    assert "Región de Aysén del General Carlos Ibáñez del Campo" in set(reference["nombre_region"])
+    provinces = official.drop_duplicates("CUT_PROV").merge(
+        reference.drop_duplicates("codigo_provincia"), left_on="CUT_PROV", right_on="codigo_provincia")
+    differ = provinces[provinces["PROVINCIA"] != provinces["nombre_provincia"]]
+    # Spelling variants also found in the commune names (audited): Coyhaique / Coihaique, Aysén / Aisén.
+    assert sorted(zip(differ["nombre_provincia"], differ["PROVINCIA"])) == [("Aysén", "Aisén"), ("Coyhaique", "Coihaique")]
+
+
 def test_known_pairs_of_santiago_present_and_absent(neighbours):
     pairs = _pairs(neighbours)
     for a, b in [
