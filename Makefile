@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 
 ## Show the targets and what each one does.
 help:
-	@awk '/^## /{doc = substr($$0, 4); next} /^[a-z]+:/{if (doc) printf "  make %-10s %s\n", substr($$1, 1, length($$1) - 1), doc; doc = ""}' $(MAKEFILE_LIST)
+	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z]+:/{if (doc) printf "  make %-10s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
 
 # The activate script also exports DBT_PROFILES_DIR, so `source .venv/bin/activate && dbt build`
 # finds the committed profile from the repository root with no flag.
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "Creating $(VENV) failed: install Python's venv module (Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
+	@echo "Installing dbt, DuckDB and the project's Python packages into $(VENV)/ (first run only; about 1.5 minutes) ..."
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
