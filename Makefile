@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SUPERSET_PORT ?= 8088
 
-.PHONY: help warehouse test docs report bench clean
+.PHONY: help warehouse test docs report superset bench clean
 
 ## Show the targets and what each one does.
 help:
@@ -36,6 +37,11 @@ docs: $(STAMP)
 ## The HTML report from the published warehouse.
 report: $(STAMP)
 	$(BIN)/python -m infant_mortality.report
+
+## Apache Superset with the study's dashboard on http://127.0.0.1:8088/ (this machine only; SUPERSET_PORT=... for another), on the
+## published warehouse (`make warehouse` first); its own environment in .venv-superset/ (first run about 6 minutes).
+superset:
+	@$(PYTHON) bi/superset/start.py --port $(SUPERSET_PORT)
 
 ## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
 ## BENCHMARKS.md and benchmarks/scale.{json,png}. About 20 minutes on 2 cores; needs ~25 GB of disk.
