@@ -19,7 +19,7 @@ CSV (`--csv FILE`, one statement): UTF-8, comma-separated, header row, `.` as de
 empty field for a missing value, `true`/`false` for flags, written to a temporary file and
 renamed, with the permissions of the user's umask. `--readers` also writes FILE's `.do` (Stata)
 and `.R` next to it: they read the CSV with every text column (codes with their leading zeros)
-as text and every flag as 0/1 (Stata) or logical (R). `--excel` starts it
+as text and every flag as 1/0 (Stata) or logical (R). `--excel` starts the CSV
 with a UTF-8 byte-order mark, which Excel needs to show Ñuñoa and Peñalolén correctly; without
 it the file is plain UTF-8, which Stata's `import delimited`, R and pandas read as is. A target
 inside the warehouse folder is refused.
@@ -117,13 +117,9 @@ def refuse_target_inside(target: Path, warehouse: Path) -> None:
         raise QueryError(f"refusing to write {target}: it exists and is not a regular file")
 
 
-def columns_of_type(frame, sql_type: str) -> list[str]:
-    return [name for name, kind in frame.attrs.get("sql_types", {}).items() if kind == sql_type]
-
-
 def csv_values(frame):
     """Flags as `true`/`false` (pandas writes Python's `True`/`False`), missing ones empty."""
-    flags = columns_of_type(frame, "BOOLEAN")
+    flags = [name for name, kind in column_kinds(frame.attrs.get("sql_types", {})).items() if kind == "flag"]
     if not flags:
         return frame
     spelled = frame.copy()
