@@ -1,31 +1,32 @@
 """Connect Apache Superset to the published warehouse and import the study's dashboard.
 
-Run with Superset's own interpreter (see bi/superset/README.md), with SUPERSET_CONFIG_PATH set:
+`make superset` (bi/superset/start.py) runs these steps; by hand, with Superset's own
+interpreter and SUPERSET_CONFIG_PATH set:
 
+    .venv-superset/venv/bin/python bi/superset/superset_setup.py admin    # the person's admin user
     .venv-superset/venv/bin/python bi/superset/superset_setup.py import --warehouse /abs/warehouse/infant_mortality.duckdb
     .venv-superset/venv/bin/python bi/superset/superset_setup.py check    # JSON: what Superset sees
-    .venv-superset/venv/bin/python bi/superset/superset_setup.py import-and-check --warehouse ...  # both (the test)
     .venv-superset/venv/bin/python bi/superset/superset_setup.py export   # maintainers: rewrite export/
 
-`import` migrates Superset's metadata database if needed, adds (or updates) the database
-"Infant mortality (DuckDB)" with the read-only DuckDB URI, and imports `export/` (Superset's own
-dashboard export format: database, datasets, charts, dashboard) with that URI. `check` prints the
-schemas, every mart's columns with types, and each chart's query result, as Superset computes
-them. `export` creates the datasets, charts and dashboard from the definitions below and writes
-them with Superset's own exporter, so the committed files are exactly what Superset produces.
+`admin` creates the admin (IMR_SUPERSET_ADMIN / IMR_SUPERSET_PASSWORD, or `admin` with a
+generated password, printed once). `import` migrates Superset's metadata database if needed,
+adds (or updates) the database "Infant mortality (DuckDB)" with the read-only DuckDB URI, and
+imports `export/` (Superset's own dashboard export format: database, datasets, charts,
+dashboard) with that URI. `check` prints the schemas, every mart's columns with types, and each
+chart's query result for the dashboard's default region, as Superset computes them. `export`
+creates the datasets, charts and dashboard from the definitions below and writes them with
+Superset's own exporter, so the committed files are exactly what Superset produces.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import secrets
 import shutil
 import sys
 import textwrap
-import zipfile
 from pathlib import Path
 
 import yaml
@@ -111,7 +112,7 @@ CHARTS = [
             {"label": "Chile", "expressionType": "SQL", "sqlExpression": "MAX(chile_rate_per_1000)"},
         ],
         "where": "1 = 1",
-        "width": 7, "height": 50,
+        "width": 6, "height": 50,
     },
     {
         "name": "Trend of the region: annual percent change by Prais-Winsten (trend table)",
@@ -121,7 +122,7 @@ CHARTS = [
                     "apc_ci95_upper", "p_value", "trend"],
         "where": "1 = 1",
         "orderby": [["period_start", True], ["period_end", False]],
-        "width": 5, "height": 50,
+        "width": 6, "height": 50,
     },
     {
         # The test behind `comparison`: the commune against the rest of the region, with that
@@ -335,7 +336,8 @@ def import_dashboard(uri: str) -> dict:
 
 
 def check() -> dict:
-    """What Superset sees: schemas, every mart's columns and types, each chart's query result."""
+    """What Superset sees: schemas, every mart's columns and types, each chart's query result
+    with the dashboard's default region."""
     from superset import db
     from superset.common.query_context_factory import QueryContextFactory
     from superset.models.core import Database
@@ -356,6 +358,8 @@ def check() -> dict:
     for slc in sorted(dashboard.slices, key=lambda s: s.slice_name):
         context = json.loads(slc.query_context)
         context["datasource"] = {"id": slc.datasource_id, "type": "table"}
+        for query in context["queries"]:  # as the dashboard opens: the region filter's default
+            query["filters"] = [{"col": "region_name", "op": "IN", "val": [DEFAULT_REGION]}]
         query_context = QueryContextFactory().create(
             datasource=context["datasource"], queries=context["queries"], result_type="full", result_format="json")
         payload = query_context.get_payload()["queries"][0]
@@ -369,7 +373,7 @@ def check() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("command", choices=["admin", "import", "check", "import-and-check", "export"])
+    parser.add_argument("command", choices=["admin", "import", "check", "export"])
     parser.add_argument("--warehouse", type=Path, help="absolute path of warehouse/infant_mortality.duckdb")
     args = parser.parse_args(argv)
     # The stable path (a link to the current release), never the release it points to today.
@@ -388,9 +392,6 @@ def main(argv: list[str] | None = None) -> int:
             export(uri)
         elif args.command == "import":
             print(json.dumps(import_dashboard(uri), indent=2, ensure_ascii=False))
-        elif args.command == "import-and-check":
-            imported = import_dashboard(uri)
-            print(json.dumps({"imported": imported, "check": check()}, indent=2, ensure_ascii=False, default=str))
         else:
             print(json.dumps(check(), indent=2, ensure_ascii=False, default=str))
     return 0
