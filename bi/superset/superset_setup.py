@@ -27,6 +27,7 @@ import secrets
 import shutil
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import yaml
@@ -101,14 +102,14 @@ CHARTS = [
         "width": 12, "height": 70,
     },
     {
-        "name": "Infant mortality of the region by year, with its 95% interval and Chile (trend)",
+        "name": "Infant mortality of the region per 1000 live births by year, with its 95% interval and Chile (trend)",
         "table": "region_year_rates",
         "viz_type": "echarts_timeseries_line",
         "x_axis": "year",
         "metrics": [
-            {"label": "region, per 1000 live births", "expressionType": "SQL", "sqlExpression": "MAX(rate_per_1000)"},
-            {"label": "95% CI lower", "expressionType": "SQL", "sqlExpression": "MAX(ci95_lower)"},
-            {"label": "95% CI upper", "expressionType": "SQL", "sqlExpression": "MAX(ci95_upper)"},
+            {"label": "Region", "expressionType": "SQL", "sqlExpression": "MAX(rate_per_1000)"},
+            {"label": "CI low", "expressionType": "SQL", "sqlExpression": "MAX(ci95_lower)"},
+            {"label": "CI high", "expressionType": "SQL", "sqlExpression": "MAX(ci95_upper)"},
             {"label": "Chile", "expressionType": "SQL", "sqlExpression": "MAX(chile_rate_per_1000)"},
         ],
         "where": "1 = 1",
@@ -190,13 +191,18 @@ def _database(uri: str):
 
     database = db.session.query(Database).filter_by(database_name=DATABASE_NAME).one_or_none()
     if database is None:
-        database = Database(database_name=DATABASE_NAME, uuid=__import__("uuid").UUID(DATABASE_UUID))
+        database = Database(database_name=DATABASE_NAME, uuid=uuid.UUID(DATABASE_UUID))
         db.session.add(database)
     database.sqlalchemy_uri = uri
     database.extra = json.dumps(ENGINE_EXTRA)
     database.expose_in_sqllab = True
     db.session.commit()
     return database
+
+
+def _stable_uuid(name: str) -> uuid.UUID:
+    """The same id at every export: a new export re-imported updates, never duplicates."""
+    return uuid.uuid5(uuid.UUID(DATABASE_UUID), name)
 
 
 def _query_obj(chart: dict) -> dict:
@@ -270,7 +276,7 @@ def export(uri: str) -> None:
     database = _database(URI_PLACEHOLDER if uri is None else uri)
     datasets = {}
     for name, sql in DATASETS.items():
-        table = SqlaTable(table_name=name, schema="marts", database=database,
+        table = SqlaTable(table_name=name, schema="marts", database=database, uuid=_stable_uuid(name),
                           sql=None if sql is None else textwrap.dedent(sql).strip())
         db.session.add(table)
         db.session.flush()
@@ -282,6 +288,7 @@ def export(uri: str) -> None:
     for chart in CHARTS:
         table = datasets[chart["table"]]
         slc = Slice(slice_name=chart["name"], viz_type=chart["viz_type"], datasource_type="table",
+                    uuid=_stable_uuid(chart["name"]),
                     datasource_id=table.id, params=json.dumps(_form_data(chart, table.uid)))
         slc.query_context = json.dumps({"datasource": {"id": table.id, "type": "table"}, "force": False,
                                         "queries": [_query_obj(chart)], "result_format": "json",
@@ -292,6 +299,7 @@ def export(uri: str) -> None:
     metadata = {"native_filter_configuration": [_region_filter(datasets["fct_commune_vs_region"].id)],
                 "color_scheme": "", "cross_filters_enabled": False}
     dashboard = Dashboard(dashboard_title=DASHBOARD_TITLE, slug="infant-mortality-chile", published=True,
+                          uuid=_stable_uuid(DASHBOARD_TITLE),
                           position_json=json.dumps(_positions(slices, CHARTS)), json_metadata=json.dumps(metadata),
                           slices=slices)
     db.session.add(dashboard)
