@@ -3,17 +3,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SUPERSET_PORT ?= 8088
 
-.PHONY: help warehouse test docs report bench clean
+.PHONY: help warehouse test docs report superset bench clean
 
 ## Show the targets and what each one does.
 help:
-	@awk '/^## /{doc = substr($$0, 4); next} /^[a-z]+:/{if (doc) printf "  make %-10s %s\n", substr($$1, 1, length($$1) - 1), doc; doc = ""}' $(MAKEFILE_LIST)
+	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z]+:/{if (doc) printf "  make %-10s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
 
 # The activate script also exports DBT_PROFILES_DIR, so `source .venv/bin/activate && dbt build`
 # finds the committed profile from the repository root with no flag.
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "Creating $(VENV) failed: install Python's venv module (Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
+	@echo "Installing dbt, DuckDB and the project's Python packages into $(VENV)/ (first run only; about 1.5 minutes) ..."
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
@@ -35,6 +37,11 @@ docs: $(STAMP)
 ## The HTML report from the published warehouse.
 report: $(STAMP)
 	$(BIN)/python -m infant_mortality.report
+
+## Apache Superset with the study's dashboard on http://127.0.0.1:8088/ (this machine only; SUPERSET_PORT=... for another), on the
+## published warehouse (`make warehouse` first); its own environment in .venv-superset/ (first run about 6 minutes).
+superset:
+	@$(PYTHON) bi/superset/start.py --port $(SUPERSET_PORT)
 
 ## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
 ## BENCHMARKS.md and benchmarks/scale.{json,png}. About 20 minutes on 2 cores; needs ~25 GB of disk.

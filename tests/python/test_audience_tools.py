@@ -101,3 +101,33 @@ def test_r_reads_the_csv_export_with_accents_and_numbers(published_warehouse, tm
                                                "where indicator = 'imr' and period_label = '2010-2019'")[0][0]
     name, rate = second.rsplit(" ", 1)
     assert name == "Ñuñoa" and float(rate) == pytest.approx(expected, abs=1e-4)
+
+
+@pytest.mark.skipif(RSCRIPT is None, reason="R is not installed (.ci/run installs r-base-core)")
+def test_r_runs_the_generated_reader_and_gets_codes_as_text_and_flags_as_logical(published_warehouse, tmp_path):
+    csv_path = tmp_path / "comparison.csv"
+    made = subprocess.run([sys.executable, "-m", "infant_mortality.query", "--warehouse", str(published_warehouse.path),
+                           "--csv", str(csv_path), "--readers", "select * from marts.fct_commune_vs_region order by all"],
+                          capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    script = textwrap.dedent("""
+        source("comparison.R")
+        for (name in names(comparison)) cat(name, class(comparison[[name]]), "\\n")
+        cat("VALUES", comparison$commune_code[1], comparison$region_code[1], sum(comparison$is_unreliable),
+            sum(is.na(comparison$rest_rate_ratio_ci95_upper)), "\\n")
+    """)
+    result = subprocess.run([RSCRIPT, "-e", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "LANG": "C.UTF-8"})
+    assert result.returncode == 0, result.stderr
+    *classes, values = result.stdout.strip().splitlines()
+    got = dict(line.split() for line in classes)
+    catalog = query(published_warehouse.path, "select column_name, data_type from duckdb_columns() where "
+                                              "schema_name = 'marts' and table_name = 'fct_commune_vs_region' order by column_index")
+    expected = {name: {"VARCHAR": "character", "BOOLEAN": "logical"}.get(kind, "numeric") for name, kind in catalog}
+    assert got == expected
+    first_code, first_region = query(published_warehouse.path, "select commune_code, region_code from "
+                                                               "marts.fct_commune_vs_region order by all limit 1")[0]
+    unreliable, open_limits = query(published_warehouse.path, "select count(*) filter (where is_unreliable), "
+                                    "count(*) filter (where rest_rate_ratio_ci95_upper is null) from marts.fct_commune_vs_region")[0]
+    assert first_code == "01101" and first_region == "01"  # the leading zeros R must keep
+    assert values.split() == ["VALUES", first_code, first_region, str(unreliable), str(open_limits)]

@@ -1,7 +1,10 @@
-"""A real BI tool end to end: Apache Superset 6.1 (its own environment, `.venv-superset/`,
-created once and cached; needs PyPI the first time, about 3 minutes) connects to a published
-warehouse through duckdb-engine, read-only, lists the schemas and every mart's columns with
-types, imports the dashboard shipped in bi/superset/export/ and runs each chart's query.
+"""A real BI tool end to end, as `make superset` runs it: bi/superset/start.py creates Superset
+6.1's own environment (`.venv-superset/`, created once and cached; needs PyPI the first time,
+about 4 minutes), writes a configuration with a generated key, migrates, runs `superset init`,
+creates the admin, imports the database (read-only, on the published warehouse) and the
+dashboard, and serves it on 127.0.0.1. Superset then lists the schemas and every mart's columns
+with types and runs each chart's query; a headless Chromium logs in, renders the dashboard and
+reads a chart's data back through Superset's chart data API.
 
 And the project's own environment: SQLAlchemy reflection (what a BI tool does when a dataset is
 added) works on every mart with the pinned SQLAlchemy and duckdb-engine.
@@ -9,13 +12,16 @@ added) works on every mart with the pinned SQLAlchemy and duckdb-engine.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
+import base64
+import importlib.util
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,8 +30,9 @@ from sqlalchemy.pool import NullPool
 
 from conftest import REPO_ROOT, query
 
-SUPERSET_HOME = REPO_ROOT / ".venv-superset"
 BI = REPO_ROOT / "bi" / "superset"
+SCREENSHOTS = BI / "screenshots"
+RM = "Región Metropolitana de Santiago"  # the dashboard's default region
 
 
 def marts_with_columns(path: Path) -> dict[str, list[tuple[str, str]]]:
@@ -80,59 +87,97 @@ def test_sqlalchemy_reflection_works_on_every_mart(published_warehouse):
     assert any(primary_keys.values()), "the contracts declare primary keys; none was found"
 
 
-def _stamp() -> str:
-    digest = hashlib.sha256()
-    for name in ("requirements.txt", "constraints.txt"):
-        digest.update((BI / name).read_bytes())
-    return digest.hexdigest()[:16]
+def _start_module():
+    spec = importlib.util.spec_from_file_location("superset_start", BI / "start.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-@pytest.fixture(scope="session")
-def superset_python() -> Path:
-    """Superset's interpreter, in an environment of its own (its pins are not the project's)."""
-    venv = SUPERSET_HOME / "venv"
-    python = venv / "bin" / "python"
-    stamp = SUPERSET_HOME / f"ready-{_stamp()}"
-    SUPERSET_HOME.mkdir(exist_ok=True)
-    with open(SUPERSET_HOME / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists():
-            for old in SUPERSET_HOME.glob("ready-*"):
-                old.unlink()
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-            started = time.monotonic()
-            install = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                 "-r", str(BI / "requirements.txt"), "-c", str(BI / "constraints.txt")],
-                capture_output=True, text=True, timeout=1800,
-            )
-            assert install.returncode == 0, f"installing Superset failed (needs PyPI):\n{install.stderr[-4000:]}"
-            print(f"\nSuperset environment installed in {time.monotonic() - started:.0f} s")
-            stamp.touch()
-    return python
+def _other_address() -> str | None:
+    """This machine's address on its network (no packet is sent), if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
 
 
-def test_superset_connects_lists_columns_imports_the_dashboard_and_runs_its_charts(
-        published_warehouse, superset_python, tmp_path):
-    config = tmp_path / "superset_config.py"
-    config.write_text(
-        'SECRET_KEY = "test-only-not-a-secret-8c1f0e"\n'
-        f'SQLALCHEMY_DATABASE_URI = "sqlite:///{tmp_path / "superset.db"}"\n'
-        "WTF_CSRF_ENABLED = False\n"
-    )
-    env = {**os.environ, "SUPERSET_CONFIG_PATH": str(config), "SUPERSET_HOME": str(tmp_path / "home")}
-    env.pop("PYTHONPATH", None)
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def superset(published_warehouse, tmp_path_factory):
+    """`make superset`'s command on a fresh home and a free port, with the admin given by
+    environment variables; yields once Superset answers its health check."""
+    start = _start_module()
     started = time.monotonic()
-    result = subprocess.run(
-        [str(superset_python), str(BI / "superset_setup.py"), "import-and-check",
-         "--warehouse", str(published_warehouse.path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
-    )
-    elapsed = time.monotonic() - started
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-    report = json.loads(result.stdout[result.stdout.index("{\n"):])
-    check = report["check"]
+    python = start.ensure_environment()
+    installed = time.monotonic()
+    home = tmp_path_factory.mktemp("superset") / "home"
+    port = _free_port()
+    env = {**os.environ, "IMR_SUPERSET_ADMIN": "analyst", "IMR_SUPERSET_PASSWORD": "test-only-password-3f9c"}
+    log = home.parent / "start.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([sys.executable, str(BI / "start.py"), "--home", str(home), "--port", str(port),
+                                   "--warehouse", str(published_warehouse.path)], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            assert server.poll() is None, f"start.py exited {server.returncode}:\n{log.read_text()[-4000:]}"
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"Superset did not answer in 15 minutes:\n{log.read_text()[-4000:]}"
+            time.sleep(2)
+        ready = time.monotonic()
+        print(f"\nSuperset: environment {installed - started:.0f} s, setup and start {ready - installed:.0f} s")
+        yield {"url": url, "home": home, "python": python, "env": start.superset_environment(
+            home, home / "superset_config.py"), "log": log.read_text(), "user": env["IMR_SUPERSET_ADMIN"],
+            "password": env["IMR_SUPERSET_PASSWORD"]}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
+
+def test_start_writes_a_private_config_with_a_key_of_its_own_and_serves_on_localhost_quietly(superset):
+    config = superset["home"] / "superset_config.py"
+    assert config.stat().st_mode & 0o777 == 0o600  # the key is a secret
+    key = re.search(r"^SECRET_KEY = '([^']+)'$", config.read_text(), re.M).group(1)
+    assert len(key) >= 50 and key not in (BI / "start.py").read_text()
+    # Superset listens on the loopback interface only: this machine's other address gets no answer.
+    other = _other_address()
+    if other is not None:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://{other}:{superset['url'].rsplit(':', 1)[1]}/health", timeout=5)
+    # One line per step (the migrations' hundreds of lines are in setup.log), and the admin's name.
+    lines = superset["log"].strip().splitlines()
+    steps = [line for line in lines if line.startswith("Superset: ")]
+    assert [s.split(" ...")[0] for s in steps[:4]] == [
+        "Superset: migrating its metadata database (superset db upgrade)",
+        "Superset: roles and permissions (superset init)", "Superset: the admin user",
+        "Superset: the warehouse (read-only) and the dashboard"]
+    assert "Log in as 'analyst' with the password from IMR_SUPERSET_PASSWORD." in superset["log"]
+    assert "test-only-password" not in superset["log"]
+    assert len(lines) < 20, lines
+
+
+def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(published_warehouse, superset):
+    started = time.monotonic()
+    result = subprocess.run([str(superset["python"]), str(BI / "superset_setup.py"), "check"],
+                            cwd=superset["home"], env=superset["env"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    check = json.loads(result.stdout[result.stdout.index("{\n"):])
     # The database, read-only, on the stable published path (not today's release folder).
     assert check["database"] == "Infant mortality (DuckDB)" and check["backend"] == "duckdb"
     assert check["uri"] == f"duckdb:///{published_warehouse.path}"
@@ -144,32 +189,119 @@ def test_superset_connects_lists_columns_imports_the_dashboard_and_runs_its_char
     for table, columns in expected.items():
         assert [name for name, _ in check["marts"][table]] == [name for name, _ in columns], table
         assert all(type_name and type_name != "NullType" for _, type_name in check["marts"][table]), table
-    # The dashboard and its three charts, each query answered with the marts' own numbers.
-    assert report["imported"]["dashboard"] == "Infant mortality by commune (Chile)"
     charts = check["dashboard"]["charts"]
-    assert len(charts) == 3
+    assert check["dashboard"]["title"] == "Infant mortality by commune (Chile)" and len(charts) == 4
+
+    # The ranking: the default region's communes only, by rank, each RT with its own interval.
     ranking = next(c for name, c in charts.items() if "(ranking)" in name)
-    n_communes = query(published_warehouse.path, "select count(*) from marts.fct_commune_vs_region "
-                                                 "where indicator = 'imr' and period_label = '2010-2019'")[0][0]
-    assert ranking["rows"] == n_communes == 346  # every commune of Chile
-    top = query(published_warehouse.path, "select commune_name, rate_ratio from marts.fct_commune_vs_region "
-                                          "where indicator = 'imr' and period_label = '2010-2019' and rank_in_region = 1")
-    assert len(top) == 16  # the first-ranked commune of each region
-    # The chart orders by rank_in_region only, so its first rows are first-ranked communes, of any region.
-    assert len(ranking["first_rows"]) == 3
-    assert all((r["commune_name"], r["rate_ratio"]) in top for r in ranking["first_rows"])
+    rm = query(published_warehouse.path, "select rank_in_region, commune_name, rate_ratio, rate_ratio_ci95_lower, "
+               "rate_ratio_ci95_upper from marts.fct_commune_vs_region where indicator = 'imr' "
+               "and period_label = '2010-2019' and region_name = ? order by rank_in_region", [RM])
+    assert ranking["rows"] == len(rm) == 52
+    assert [(r["rank_in_region"], r["commune_name"], r["rate_ratio"], r["rate_ratio_ci95_lower"],
+             r["rate_ratio_ci95_upper"]) for r in ranking["first_rows"]] == [tuple(row) for row in rm[:3]]
+    assert {r["region_name"] for r in ranking["first_rows"]} == {RM}
+    assert "rest_rate_ratio_ci95_lower" not in ranking["first_rows"][0]
+    # The region's trend by year, with Chile's rate beside it.
     trend = next(c for name, c in charts.items() if "(trend)" in name)
-    regional = query(published_warehouse.path, "select year, rate_per_1000 from marts.fct_area_year_rates "
-                                               "where area_level = 'region' and indicator = 'imr' order by year")
-    assert trend["rows"] == len(regional) == 16 * 10  # one line per region, 2010-2019
-    # Ordered by year only: the first rows are regions' 2010 rates, in any region order.
-    assert len(trend["first_rows"]) == 3
-    assert all((r["year"], r["rate_per_1000"]) in regional[:16] for r in trend["first_rows"])
+    yearly = query(published_warehouse.path, "select region.year, region.rate_per_1000, country.rate_per_1000 "
+                   "from marts.fct_area_year_rates as region join marts.fct_area_year_rates as country "
+                   "using (year, indicator) where region.area_level = 'region' and region.area_name = ? "
+                   "and country.area_level = 'country' and indicator = 'imr' order by year", [RM])
+    assert trend["rows"] == len(yearly) == 10
+    for row, (year, rate, chile) in zip(trend["first_rows"], yearly):
+        assert row["Region"] == pytest.approx(rate) and row["Chile"] == pytest.approx(chile)
+    # The region's APC over each period, from fct_trends.
+    apc = next(c for name, c in charts.items() if "(trend table)" in name)
+    trends = query(published_warehouse.path, "select period_start, period_end, apc from marts.fct_trends where "
+                   "area_level = 'region' and area_name = ? and indicator = 'imr' order by period_start, period_end desc",
+                   [RM])
+    assert apc["rows"] == len(trends) == 3
+    assert [(r["period_start"], r["period_end"], r["apc"]) for r in apc["first_rows"]] == [tuple(t) for t in trends]
+    # Against the rest of the region: every period of the region's communes.
     table = next(c for name, c in charts.items() if "(table)" in name)
-    assert table["rows"] == query(published_warehouse.path, "select count(*) from marts.fct_commune_vs_region "
-                                                            "where indicator = 'imr'")[0][0]
-    print(f"\nSuperset {check['database']}: schemas {check['schemas']}; marts "
-          + ", ".join(f"{t} ({len(c)} columns)" for t, c in check["marts"].items())
-          + f"; dashboard {report['imported']['dashboard']!r} imported; chart rows "
-          + ", ".join(f"{n!r}: {c['rows']}" for n, c in charts.items())
-          + f"; {elapsed:.0f} s")
+    assert table["rows"] == 52 * 3
+    assert {"region_name", "rest_rate_ratio", "rest_rate_ratio_ci95_lower", "comparison"} <= set(table["first_rows"][0])
+    print(f"\nSuperset check: marts {len(check['marts'])}; chart rows "
+          + ", ".join(f"{n!r}: {c['rows']}" for n, c in charts.items()) + f"; {time.monotonic() - started:.0f} s")
+
+
+def _evaluate(page, expression: str):
+    """A script's value in the page, promises awaited (the page's own fetch, with its session)."""
+    answer = page.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True},
+                       timeout=120)
+    assert "exceptionDetails" not in answer, answer
+    return answer["result"].get("value")
+
+
+def _wait_for(page, expression: str, what: str, timeout: float = 240):
+    deadline = time.monotonic() + timeout
+    while not page.eval(expression):
+        assert time.monotonic() < deadline, f"{what} not seen in {timeout:.0f} s"
+        time.sleep(0.5)
+
+
+READ_BACK = """(async function () {
+  const token = (await (await fetch('/api/v1/security/csrf_token/')).json()).result;
+  const charts = (await (await fetch('/api/v1/dashboard/infant-mortality-chile/charts')).json()).result;
+  const ranking = charts.find(c => c.slice_name.endsWith('(ranking)'));
+  const chart = (await (await fetch('/api/v1/chart/' + ranking.id)).json()).result;
+  const context = JSON.parse(chart.query_context);
+  context.queries[0].filters = [{col: 'region_name', op: 'IN', val: [REGION]}];
+  const answer = await fetch('/api/v1/chart/data', {method: 'POST', body: JSON.stringify(context),
+    headers: {'Content-Type': 'application/json', 'X-CSRFToken': token}});
+  return {status: answer.status, body: await answer.json()};
+})()"""
+
+
+def test_a_browser_logs_in_renders_the_dashboard_and_reads_a_chart_back(published_warehouse, superset, tmp_path):
+    from infant_mortality.report.browser import Browser, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("Chromium is not installed (.ci/run installs it)")
+    started = time.monotonic()
+    with Browser() as browser:
+        page = browser.open(superset["url"] + "/login/", 1400, 2200)  # the whole dashboard in view
+        _wait_for(page, "!!document.querySelector('input#username')", "the login form", 120)
+        for selector, text in (("input#username", superset["user"]), ("input#password", superset["password"])):
+            page.click(selector)
+            page.send("Input.insertText", {"text": text})
+        page.click("button[type=submit]")
+        _wait_for(page, "location.pathname.indexOf('/login') < 0 && document.readyState == 'complete'", "the login")
+        page.send("Page.navigate", {"url": superset["url"] + "/superset/dashboard/infant-mortality-chile/"})
+        # Four charts drawn: three tables with rows and the trend's canvas, no error box.
+        _wait_for(page, "document.querySelectorAll('.dashboard-chart table tbody tr').length > 20 && "
+                        "!!document.querySelector('.dashboard-chart canvas') && "
+                        "document.querySelectorAll('.dashboard-chart table').length >= 3", "the dashboard's charts")
+        time.sleep(2)  # the last chart's animation
+        assert not page.eval("document.querySelectorAll('.dashboard-chart .alert, .dashboard-chart [role=alert]').length")
+        rendered = time.monotonic() - started
+        # The viewport as it is (a capture beyond it makes Superset lay the grid out again, blank).
+        shot = Path(os.environ.get("IMR_SUPERSET_SCREENSHOTS") or tmp_path) / "dashboard-1400.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        shot.write_bytes(base64.b64decode(page.send("Page.captureScreenshot", {"format": "png"})["data"]))
+        assert shot.stat().st_size > 100_000  # drawn charts (the blank grid is about 40 kB)
+        # What the page shows: the RM's first-ranked commune and its rate rounded as the report rounds.
+        first = query(published_warehouse.path, "select commune_name, rate_per_1000 from marts.fct_commune_vs_region "
+                      "where indicator = 'imr' and period_label = '2010-2019' and region_name = ? "
+                      "and rank_in_region = 1", [RM])[0]
+        cells = page.eval("Array.from(document.querySelector('.dashboard-chart table tbody tr').cells)"
+                          ".map(c => c.textContent.trim())")
+        assert cells[:3] == [RM, "1", first[0]] and f"{first[1]:.2f}" in cells
+        numbers = page.eval("Array.from(document.querySelectorAll('.dashboard-chart table tbody td'))"
+                            ".map(c => c.textContent.trim()).filter(t => /^-?[0-9][0-9.,]*$/.test(t))")
+        assert numbers and all(not re.search(r"\.\d{4,}", n) for n in numbers)  # no 15 decimals
+        # Another region through the chart data API, in the logged-in page.
+        region = "Región de Valparaíso"
+        answer = _evaluate(page, READ_BACK.replace("REGION", json.dumps(region)))
+    assert answer["status"] == 200, answer
+    rows = answer["body"]["result"][0]["data"]
+    expected = query(published_warehouse.path, "select rank_in_region, commune_name, rate_ratio, rate_ratio_ci95_lower, "
+                     "rate_ratio_ci95_upper from marts.fct_commune_vs_region where indicator = 'imr' "
+                     "and period_label = '2010-2019' and region_name = ? order by rank_in_region", [region])
+    assert len(rows) == len(expected) == 38
+    assert [(r["rank_in_region"], r["commune_name"]) for r in rows] == [tuple(e[:2]) for e in expected]
+    for row, (*_, ratio, lower, upper) in zip(rows, expected):
+        assert (row["rate_ratio"], row["rate_ratio_ci95_lower"], row["rate_ratio_ci95_upper"]) == \
+            pytest.approx((ratio, lower, upper), nan_ok=True)
+    print(f"\nSuperset in Chromium: login and four charts in {rendered:.0f} s; {region}: {len(rows)} communes read back")

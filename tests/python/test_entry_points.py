@@ -44,3 +44,22 @@ def test_top_level_modules_are_only_entry_points(name):
     imported = tree.body[2]
     assert imported.module == f"infant_mortality.{SHIMS[name]}" and [a.name for a in imported.names] == ["main"]
     assert (PACKAGE / (SHIMS[name].replace(".", "/") + ".py")).is_file()
+
+
+def test_make_help_shows_every_target_with_its_whole_description():
+    """A description may span several `## ` lines: `make help` joins them, cutting nothing."""
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+    expected, doc = {}, []
+    for line in makefile:
+        if line.startswith("## "):
+            doc.append(line[3:])
+            continue
+        target = line.split(":", 1)[0]
+        if doc and ":" in line and target.isalpha():
+            expected[target] = " ".join(doc)
+        doc = []
+    assert len(expected["bench"].split(". ")) > 1 and "25 GB" in expected["bench"]
+    shown = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=60).stdout.splitlines()
+    got = {line.split()[1]: line.split(None, 2)[2] for line in shown}
+    assert got == expected

@@ -220,3 +220,83 @@ def test_missing_warehouse_bad_sql_and_a_locked_file_are_one_sentence(bundled_wa
     assert result.stderr.strip().splitlines() == [
         f"query: {locked} is open for writing in another process (a `dbt build` or a tool that opened it "
         "read-write); try again when it has finished"]
+
+
+def _catalog_columns(warehouse: Path, table: str) -> list[tuple[str, str]]:
+    return query(warehouse, "select column_name, data_type from duckdb_columns() "
+                            "where schema_name = 'marts' and table_name = ? order by column_index", [table])
+
+
+def test_csv_flags_are_true_false_and_the_file_has_the_users_umask(bundled_warehouse, tmp_path):
+    target = tmp_path / "comparison.csv"
+    sql = "select commune_code, is_unreliable from marts.fct_commune_vs_region order by all"
+    previous = os.umask(0o027)
+    try:
+        assert run_query(sql, "--csv", str(target), env_path=bundled_warehouse).returncode == 0
+    finally:
+        os.umask(previous)
+    assert target.stat().st_mode & 0o777 == 0o640  # 0666 less the umask, not mkstemp's 0600
+    rows = list(csv.DictReader(io.StringIO(target.read_text(encoding="utf-8"))))
+    expected = dict(query(bundled_warehouse, "select commune_code || period_label || indicator, is_unreliable "
+                                             "from marts.fct_commune_vs_region"))
+    assert {r["is_unreliable"] for r in rows} == {"true", "false"}  # as docs/querying.md promises
+    assert sum(r["is_unreliable"] == "true" for r in rows) == sum(expected.values()) > 0
+
+
+def test_generated_stata_do_reads_codes_as_text_and_flags_as_numbers(bundled_warehouse, tmp_path):
+    """No Stata here: the generated .do is parsed, and each of its instructions is checked
+    against DuckDB's own catalog of the mart."""
+    target = tmp_path / "comparison.csv"
+    sql = "select * from marts.fct_commune_vs_region order by all"
+    made = run_query(sql, "--csv", str(target), "--readers", env_path=bundled_warehouse)
+    assert made.returncode == 0, made.stderr
+    do = (tmp_path / "comparison.do").read_text(encoding="utf-8").splitlines()
+    header = next(csv.reader(io.StringIO(target.read_text(encoding="utf-8"))))
+    catalog = _catalog_columns(bundled_warehouse, "fct_commune_vs_region")
+    assert header == [name for name, _ in catalog]
+    commands = [line for line in do if line and not line.startswith("*")]
+    imported = re.fullmatch(r'import delimited using "comparison.csv", varnames\(1\) encoding\("utf-8"\) '
+                            r'delimiters\(","\) stringcols\(([\d ]+)\) asdouble clear', commands[0])
+    assert imported, commands[0]
+    as_strings = {header[int(position) - 1] for position in imported.group(1).split()}
+    assert as_strings == {name for name, kind in catalog if kind in ("VARCHAR", "BOOLEAN")}
+    assert {"commune_code", "region_code"} <= as_strings  # and so keep their leading zeros
+    flags = [name for name, kind in catalog if kind == "BOOLEAN"]
+    assert commands[1] == f"foreach flag in {' '.join(flags)} {{" and flags == ["is_unreliable"]
+    assert commands[2].strip() == 'generate byte _imr_flag_tmp = cond(`flag\' == "true", 1, cond(`flag\' == "false", 0, .))'
+    assert [c.strip() for c in commands[3:6]] == ["drop `flag'", "rename _imr_flag_tmp `flag'", "}"]
+    assert commands[6] == "order " + " ".join(header) and len(commands) == 7  # the columns in their place
+
+
+def test_readers_need_a_plain_csv(bundled_warehouse, tmp_path):
+    for extra in ([], ["--csv", str(tmp_path / "x.csv"), "--excel"]):
+        result = run_query("select 1", "--readers", *extra, env_path=bundled_warehouse)
+        assert result.returncode == 1 and "--readers applies to --csv FILE without --excel" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_printed_results_show_missing_values_one_way_and_text_without_padding(bundled_warehouse):
+    # A missing number (the open upper limit) and missing text in one result, and a flag.
+    sql = ("select 'a' as label, cast(null as double) as x, cast(null as varchar) as note, true as flag "
+           "union all select 'bb', 1.5, 'n', null order by label")
+    printed = run_query(sql, env_path=bundled_warehouse)
+    assert printed.returncode == 0, printed.stderr
+    lines = printed.stdout.splitlines()
+    assert [line.split() for line in lines[:3]] == [["label", "x", "note", "flag"], ["a", "NULL", "NULL", "true"],
+                                                    ["bb", "1.5", "n", "NULL"]]
+    assert "None" not in printed.stdout and "NaN" not in printed.stdout
+    # Column descriptions: text is left-aligned and no line is padded beyond its own text.
+    comments = run_query("select column_name, comment from duckdb_columns() where table_name = 'fct_trends'",
+                         env_path=bundled_warehouse)
+    longest = max(len(c) for c, in query(bundled_warehouse, "select comment from duckdb_columns() "
+                                                            "where table_name = 'fct_trends'"))
+    rows = comments.stdout.splitlines()[1:-1]
+    names = [name for name, _ in _catalog_columns(bundled_warehouse, "fct_trends")]
+    name_width = max(len("column_name"), *map(len, names))
+    assert len(rows) == len(names) and all(line == line.rstrip() for line in rows)
+    # pandas separates columns by one or two spaces; padding to the longest text would make every
+    # line as long as the widest one.
+    assert name_width + 1 + longest <= max(len(line) for line in rows) <= name_width + 2 + longest
+    assert min(len(line) for line in rows) < name_width + 2 + 60
+    area_level = next(line for line in rows if line.startswith("area_level "))
+    assert area_level.split(None, 1)[1].startswith("`commune`")  # no leading padding before the text

@@ -358,6 +358,7 @@ def finalize_database(database: Path) -> tuple[list[Mart], str]:
 class Exporter:
     name: str
     write: Callable[[Path, Path, str], None]  # (database, destination, release_id)
+    what: str  # the progress line while it writes
 
 
 def export_parquet(database: Path, destination: Path, release_id: str) -> None:
@@ -384,8 +385,8 @@ def export_geopackage(database: Path, destination: Path, release_id: str) -> Non
 
 
 EXPORTERS: tuple[Exporter, ...] = (
-    Exporter("parquet", export_parquet),
-    Exporter("gis", export_geopackage),
+    Exporter("parquet", export_parquet, "Parquet: one file per mart"),
+    Exporter("gis", export_geopackage, "GeoPackage: commune polygons with their indicators"),
 )
 
 
@@ -535,14 +536,21 @@ def new_release(paths: Paths):
             shutil.rmtree(incoming, ignore_errors=True)
 
 
-def release(paths: Paths, incoming: Path, release_id: str) -> tuple[list[Mart], str]:
-    """Turn a built database in `incoming` into the published release (steps 2 to 5)."""
+def release(paths: Paths, incoming: Path, release_id: str,
+            say: Callable[[str], None] = _log) -> tuple[list[Mart], str]:
+    """Turn a built database in `incoming` into the published release (steps 2 to 5); `say`
+    reports each step that takes seconds as it starts."""
     database = incoming / paths.published.name
+    say("Publishing: dropping the staging schema, checking every view, closing the database ...")
     marts, storage = finalize_database(database)
     _step("finalized")
     for exporter in EXPORTERS:
+        started = time.monotonic()
+        say(f"Writing {exporter.what} ...")
         exporter.write(database, incoming / exporter.name, release_id)
+        say(f"  done in {time.monotonic() - started:.1f} s")
         _step(f"exported:{exporter.name}")
+    say("Writing RELEASE.json (checksums of every file) and switching readers to the new release ...")
     _write_manifest(incoming, release_id, marts, storage)
     _fsync_tree(incoming)
     _step("manifest")
@@ -629,7 +637,7 @@ def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
             for line in failure_lines(output):
                 _log(f"  {line}", err=True)
             return 1
-        marts, storage = release(paths, incoming, release_id)
+        marts, storage = release(paths, incoming, release_id, say=(lambda _: None) if quiet else _log)
     finished = time.monotonic()
 
     size_mb = paths.published.stat().st_size / 1e6

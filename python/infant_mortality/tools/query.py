@@ -16,7 +16,10 @@ Every statement given is run and each result printed, with its row count. Printi
 `--limit` rows (200) with a note saying how many were left out; `--all` prints everything.
 
 CSV (`--csv FILE`, one statement): UTF-8, comma-separated, header row, `.` as decimal mark,
-empty field for a missing value, written to a temporary file and renamed. `--excel` starts it
+empty field for a missing value, `true`/`false` for flags, written to a temporary file and
+renamed, with the permissions of the user's umask. `--readers` also writes FILE's `.do` (Stata)
+and `.R` next to it: they read the CSV with every text column (codes with their leading zeros)
+as text and every flag as 1/0 (Stata) or logical (R). `--excel` starts the CSV
 with a UTF-8 byte-order mark, which Excel needs to show Ñuñoa and Peñalolén correctly; without
 it the file is plain UTF-8, which Stata's `import delimited`, R and pandas read as is. A target
 inside the warehouse folder is refused.
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import duckdb
 
+from infant_mortality.tools.csv_readers import column_kinds, r_script, stata_do
 from infant_mortality.tools.publish import DEFAULT_PUBLISHED, _default_project_dir
 
 DEFAULT_LIMIT = 200
@@ -80,10 +84,13 @@ def run_statements(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, 
     for number, statement in enumerate(statements, 1):
         text = statement.query.strip().rstrip(";").strip()
         try:
-            frame = con.execute(text).df()
+            result = con.execute(text)
+            types = [str(column[1]) for column in result.description or []]
+            frame = result.df()
         except duckdb.Error as error:
             where = f"statement {number} of {len(statements)}: " if len(statements) > 1 else ""
             raise QueryError(where + _explain(error)) from None
+        frame.attrs["sql_types"] = dict(zip(frame.columns, types))  # what the CSV readers need
         results.append((text, frame))
     return results
 
@@ -110,21 +117,68 @@ def refuse_target_inside(target: Path, warehouse: Path) -> None:
         raise QueryError(f"refusing to write {target}: it exists and is not a regular file")
 
 
-def write_csv(frame, target: Path, excel: bool) -> None:
-    """Temporary file in the target's folder, then one rename: never a half-written CSV."""
+def csv_values(frame):
+    """Flags as `true`/`false` (pandas writes Python's `True`/`False`), missing ones empty."""
+    flags = [name for name, kind in column_kinds(frame.attrs.get("sql_types", {})).items() if kind == "flag"]
+    if not flags:
+        return frame
+    spelled = frame.copy()
+    for name in flags:
+        spelled[name] = frame[name].map({True: "true", False: "false"})
+    return spelled
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomically(target: Path, write) -> None:
+    """Temporary file in the target's folder, then one rename: never a half-written file. It
+    gets the mode any new file of the user gets (mkstemp's is 0600, private to the owner)."""
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise QueryError(f"cannot write {target}: folder {folder} does not exist")
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            if excel:
-                out.write(UTF8_BOM)
-            frame.to_csv(out, index=False, lineterminator="\n")
+            write(out)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_csv(frame, target: Path, excel: bool) -> None:
+    def write(out):
+        if excel:
+            out.write(UTF8_BOM)
+        csv_values(frame).to_csv(out, index=False, lineterminator="\n")
+
+    write_text_atomically(target, write)
+
+
+MISSING = "NULL"  # as DuckDB's own shell prints a missing value, in a column of any type
+
+
+def as_table(frame) -> str:
+    """Columns aligned, numbers to the right and text to the left (a long description then
+    pads nothing after it), every missing value printed the same way."""
+    shown = csv_values(frame).copy()  # flags as true/false here too
+    kinds = column_kinds(frame.attrs.get("sql_types", {}))
+    labels = []
+    for name in shown.columns:
+        if kinds.get(name, "text") != "number":
+            values = [MISSING if value is None or value != value else str(value) for value in shown[name]]
+            width = max(len(str(name)), *(len(value) for value in values))
+            shown[name] = [value.ljust(width) for value in values]
+            name = str(name).ljust(width)
+        labels.append(name)
+    shown.columns = labels
+    table = shown.to_string(index=False, max_rows=None, max_cols=None, na_rep=MISSING)
+    return "\n".join(line.rstrip() for line in table.splitlines())
 
 
 def print_result(text: str, frame, limit: int | None, header: bool) -> None:
@@ -134,7 +188,7 @@ def print_result(text: str, frame, limit: int | None, header: bool) -> None:
     rows = len(frame)
     if rows and len(frame.columns):
         shown = frame if limit is None or rows <= limit else frame.head(limit)
-        print(shown.to_string(index=False, max_rows=None, max_cols=None))
+        print(as_table(shown))
     elif len(frame.columns):
         print("  ".join(frame.columns))
     print(f"{rows} row{'s' if rows != 1 else ''}", end="")
@@ -152,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, help="write the result to this CSV file instead of printing it")
     parser.add_argument("--excel", action="store_true",
                         help="with --csv: start the file with a UTF-8 byte-order mark so Excel shows accents and ñ")
+    parser.add_argument("--readers", action="store_true",
+                        help="with --csv FILE: also write FILE's .do (Stata) and .R, which read it with every column's type")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"rows printed per result (default {DEFAULT_LIMIT})")
     shown.add_argument("--all", action="store_true", help="print every row")
@@ -161,8 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.excel and not args.csv:
             raise QueryError("--excel applies to --csv FILE")
-        if args.csv:
-            refuse_target_inside(args.csv, warehouse)
+        if args.readers and (not args.csv or args.excel):
+            raise QueryError("--readers applies to --csv FILE without --excel (Stata and R read the plain UTF-8 file)")
+        readers = [(args.csv.with_suffix(".do"), stata_do), (args.csv.with_suffix(".R"), r_script)] if args.readers else []
+        for target in [args.csv, *(path for path, _ in readers)] if args.csv else []:
+            refuse_target_inside(target, warehouse)
         con = connect(warehouse)
         try:
             results = run_statements(con, args.sql)
@@ -175,6 +234,13 @@ def main(argv: list[str] | None = None) -> int:
             write_csv(frame, args.csv, args.excel)
             print(f"{len(frame)} rows written to {args.csv}"
                   + (" (UTF-8 with byte-order mark, for Excel)" if args.excel else " (UTF-8; --excel for Excel)"))
+            for path, script in readers:
+                try:
+                    code = script(args.csv.name, frame.attrs["sql_types"])
+                except ValueError as error:
+                    raise QueryError(str(error)) from None
+                write_text_atomically(path, lambda out: out.write(code))
+                print(f"{path} reads it with every column's type")
             return 0
         for number, (text, frame) in enumerate(results):
             if number:
