@@ -337,3 +337,110 @@ def test_bad_input_is_refused_with_the_series_named():
         jp.fit_joinpoint(YEARS, np.ones(10), births, selection="aic")
     with pytest.raises(ValueError, match="min_from_end must be >= 2"):
         jp.fit_joinpoint(YEARS, np.ones(10), births, min_from_end=1)
+
+
+# Published Joinpoint output with its input: UK-Generations-Study/UK-cancer-trends, files
+# "Data/Cleaned Data/Cancer_Mortality_Data_Rolling.csv" (column ASR_rolling, England 2002-2018)
+# and "Data/Cleaned Data/Joinpoint Output/Cancer_Mortality_Data_Rolling_Joinpoint.txt" (NCI
+# Joinpoint run of 12/08/2024, constant variance, ln model): per series the rates, the joinpoints
+# NCI chose and its APCs (4 decimals). The selection method of that run is not stated (it gave the
+# number of joinpoints); with that number fixed, grid search and APCs must agree.
+NCI_ENGLAND_MORTALITY = {
+    "all_men": ([388.6, 383.466666666667, 376.466666666667, 370.833333333333, 365.566666666667,
+                 361.866666666667, 357.2, 353.066666666667, 348.633333333333, 345.866666666667,
+                 342.266666666667, 338.066666666667, 333.133333333333, 328.633333333333,
+                 324.033333333333, 318.566666666667, 313.066666666667],
+                (2006, 2013), (-1.5527, -1.0906, -1.4960)),
+    "all_women": ([254.366666666667, 251.633333333333, 248.6, 246.066666666667, 245.166666666667,
+                   244.033333333333, 241.9, 239.233333333333, 237.033333333333, 236.166666666667,
+                   234.3, 231.533333333333, 228.666666666667, 227.233333333333, 224.833333333333,
+                   222.133333333333, 218.466666666667],
+                  (2013,), (-0.8012, -1.1203)),
+    "breast_women": ([44.7333333333333, 43.7, 42.7333333333333, 42.0333333333333, 41.2333333333333,
+                      40.5, 39.4, 38.4666666666667, 37.5, 36.9, 36.2333333333333, 35.4, 34.7, 34.3,
+                      33.9, 33.4666666666667, 32.8333333333333],
+                     (2007, 2010, 2014), (-1.9573, -2.4128, -1.9059, -1.3555)),
+    "colorectal_men": ([40.7666666666667, 40.4, 39.8333333333333, 39.2333333333333, 38.2,
+                        37.7333333333333, 36.9666666666667, 36.7, 35.8, 35.6333333333333, 34.9,
+                        34.2333333333333, 33.3666666666667, 32.9666666666667, 32.8333333333333,
+                        32.4666666666667, 32.2],
+                       (2015,), (-1.6452, -0.8746)),
+    "colorectal_women": ([24.9333333333333, 24.7666666666667, 24.3666666666667, 24.1333333333333,
+                          23.8666666666667, 23.6, 23.1, 22.5666666666667, 22.1333333333333, 22.1,
+                          21.9, 21.6666666666667, 21.3333333333333, 21.3, 21.1333333333333, 21,
+                          20.8333333333333],
+                         (2007, 2010), (-1.1386, -2.0377, -0.7896)),
+    "lung_men": ([93.3333333333333, 90.6333333333333, 88.3, 86.6, 85.4333333333333,
+                  84.6333333333333, 83.3, 81.6, 79.4666666666667, 77.3, 75.8, 74.2333333333333,
+                  72.5, 70.6333333333333, 68.2666666666667, 66.1, 63.6333333333333],
+                 (2004, 2008, 2015), (-2.8662, -1.3800, -2.3120, -3.4150)),
+    "lung_women": ([45.4, 45.5, 45.8333333333333, 46.4666666666667, 47.6666666666667,
+                    48.6666666666667, 48.9, 48.9333333333333, 48.6666666666667, 48.7333333333333,
+                    48.6333333333333, 48.5333333333333, 48.3, 47.8666666666667, 47.1, 45.9,
+                    44.6666666666667],
+                   (2004, 2007, 2015), (0.2669, 2.3303, -0.1701, -2.4981)),
+    "oesophageal_men": ([21.2, 21.2666666666667, 21.4333333333333, 21.3, 21.1, 20.8666666666667,
+                         20.8666666666667, 20.9333333333333, 20.7, 20.5, 20.3, 20, 19.7666666666667,
+                         19.6, 19.6, 19.3333333333333, 19],
+                        (2004, 2010), (0.4138, -0.5417, -1.0107)),
+    "oesophageal_women": ([8.66666666666667, 8.66666666666667, 8.5, 8.36666666666667,
+                           8.26666666666667, 8.13333333333333, 7.96666666666667, 7.83333333333333,
+                           7.66666666666667, 7.53333333333333, 7.43333333333333, 7.4,
+                           7.33333333333333, 7.26666666666667, 7.03333333333333, 6.9,
+                           6.86666666666667],
+                          (), (-1.5177,)),
+    "pancreatic_men": ([15.8666666666667, 15.8666666666667, 15.8666666666667, 16, 16.1666666666667,
+                        16.3666666666667, 16.4333333333333, 16.3333333333333, 16.5333333333333,
+                        16.7333333333333, 16.9, 16.8666666666667, 16.7333333333333, 17.1,
+                        17.1666666666667, 17.4, 17.1333333333333],
+                       (), (0.5834,)),
+    "pancreatic_women": ([12.3333333333333, 12.4, 12.6333333333333, 12.7666666666667,
+                          12.9666666666667, 13.0666666666667, 13.3666666666667, 13.3333333333333,
+                          13.3333333333333, 13.4, 13.4666666666667, 13.5666666666667,
+                          13.4666666666667, 13.5666666666667, 13.6, 13.5666666666667,
+                          13.5666666666667],
+                         (2008,), (1.3525, 0.2313)),
+    "prostate_men": ([56.4, 56.1666666666667, 55.3, 53.9666666666667, 53.0666666666667,
+                      52.1333333333333, 51.5, 51.0333333333333, 50.7333333333333, 50.1333333333333,
+                      49.1, 48.4333333333333, 48.6333333333333, 48.4333333333333, 48.2666666666667,
+                      47.1, 46.4333333333333],
+                     (2008,), (-1.6292, -0.9566)),
+}
+
+# NCI's fitted rates ("Model" column, 2 decimals) for two of them.
+NCI_MODEL = {
+    "all_men": [388.85, 382.81, 376.87, 371.01, 365.25, 361.27, 357.33, 353.43, 349.58, 345.76,
+                341.99, 338.26, 333.20, 328.22, 323.31, 318.47, 313.71],
+    "breast_women": [44.61, 43.74, 42.88, 42.04, 41.22, 40.41, 39.44, 38.49, 37.56, 36.84, 36.14,
+                     35.45, 34.77, 34.30, 33.84, 33.38, 32.93],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NCI_ENGLAND_MORTALITY))
+def test_reproduces_nci_joinpoint_output_with_its_number_of_joinpoints(name):
+    rates, joinpoints, apcs = NCI_ENGLAND_MORTALITY[name]
+    years = np.arange(2002, 2019)
+    k = len(joinpoints)
+    # The rate as deaths / births: "deaths" = the rate, "births" = 1 (constant variance ignores w).
+    fit = jp.fit_joinpoint(years, np.array(rates), np.ones(17), weighting="constant",
+                           min_joinpoints=k, max_joinpoints=k)
+    assert fit.joinpoints == tuple(float(j) for j in joinpoints)
+    assert tuple(round(s.apc, 4) for s in fit.segments) == apcs
+    assert fit.tests == ()  # min = max: nothing to test
+    if name in NCI_MODEL:
+        np.testing.assert_allclose(np.exp(fit.fitted_log_rate), NCI_MODEL[name], atol=0.005)
+
+
+def test_minimum_number_of_joinpoints_starts_the_tests_and_bounds_bic():
+    rates = np.array(NCI_ENGLAND_MORTALITY["lung_men"][0])
+    years = np.arange(2002, 2019)  # 17 points: NCI's default maximum is 3
+    fit = jp.fit_joinpoint(years, rates, np.ones(17), weighting="constant", min_joinpoints=2,
+                           n_permutations=199)
+    assert fit.max_joinpoints == 3
+    assert (fit.tests[0].k_null, fit.tests[0].k_alt, fit.tests[0].level) == (2, 3, 0.05)
+    free = jp.fit_joinpoint(years, rates, np.ones(17), weighting="constant", selection="bic")
+    bounded = jp.fit_joinpoint(years, rates, np.ones(17), weighting="constant", selection="bic",
+                               min_joinpoints=3)
+    assert bounded.bic == free.bic and bounded.n_joinpoints == 3
+    with pytest.raises(ValueError, match="min_joinpoints \\(2\\) is above max_joinpoints \\(1\\)"):
+        jp.fit_joinpoint(years, rates, np.ones(17), min_joinpoints=2, max_joinpoints=1)

@@ -8,7 +8,8 @@ and p, the whole period its AAPC (Clegg et al. 2009).
 
 API
 ---
-``fit_joinpoint(year, deaths, births, *, max_joinpoints=None, min_from_end=2, min_between=2,
+``fit_joinpoint(year, deaths, births, *, max_joinpoints=None, min_joinpoints=0, min_from_end=2,
+min_between=2,
 selection="permutation", n_permutations=4499, alpha=0.05, seed=20000335, ci_level=0.95,
 weighting="poisson", se_method="nci", zero_deaths="add_half") -> JoinpointFit``
     One series: arrays of equal length, one row per year (any order, years unique).
@@ -23,12 +24,13 @@ weighting="poisson", se_method="nci", zero_deaths="add_half") -> JoinpointFit``
 Options
 -------
 * ``max_joinpoints``: None = ``default_max_joinpoints(n)``; lowered (with a note) to the largest
-  number the distance rules and the degrees of freedom allow.
+  number the distance rules and the degrees of freedom allow. ``min_joinpoints`` (NCI's minimum,
+  default 0) is where the tests start; min = max fits exactly that many joinpoints.
 * ``min_from_end`` / ``min_between``: observations required between a joinpoint and either end of
   the data, and between two joinpoints, not counting the joinpoint's own observation (NCI's
   grid-search defaults, 2 and 2).
 * ``selection``: ``"permutation"`` (Kim et al. 2000: H0 k = ka vs H1 k = kb starting at 0 vs max,
-  each test at level alpha / (max - ka) as NCI does since version 3.0; p = (1 + #{T* >= T}) /
+  each test at level alpha / (max - ka) as NCI does since version 3.0 (ka starts at the minimum); p = (1 + #{T* >= T}) /
   (N + 1) with T = SSE_a / SSE_b - 1 over N permutations of the null model's weighted residuals)
   or ``"bic"`` (NCI's BIC(k) = ln(SSE_k / n) + 2 (k + 1) ln(n) / n, smallest wins, ties to fewer).
 * ``weighting``: ``"poisson"`` (weight = deaths, i.e. 1 / var(ln rate) by the delta method: what
@@ -156,13 +158,14 @@ def fit_joinpoint(year, deaths, births, **options) -> JoinpointFit:
 
 
 def fit_joinpoint_many(
-    year, deaths, births, series, *, max_joinpoints=None, min_from_end=2, min_between=2,
+    year, deaths, births, series, *, max_joinpoints=None, min_joinpoints=0, min_from_end=2,
+    min_between=2,
     selection="permutation", n_permutations=NCI_PERMUTATIONS, alpha=0.05, seed=DEFAULT_SEED,
     ci_level=0.95, weighting="poisson", se_method="nci", zero_deaths="add_half",
 ) -> list[JoinpointFit]:
     """One fit per unique series label (sorted) from flat arrays; see the module docstring."""
-    opts = _Options(max_joinpoints, min_from_end, min_between, selection, n_permutations, alpha,
-                    seed, ci_level, weighting, se_method, zero_deaths)
+    opts = _Options(max_joinpoints, min_joinpoints, min_from_end, min_between, selection,
+                    n_permutations, alpha, seed, ci_level, weighting, se_method, zero_deaths)
     year, deaths, births, series = _validated_arrays(year, deaths, births, series)
     labels, codes = np.unique(series, return_inverse=True)
     labels = labels.tolist()  # plain Python labels in results and messages
@@ -191,6 +194,7 @@ def fit_joinpoint_many(
 @dataclass(frozen=True)
 class _Options:
     max_joinpoints: int | None
+    min_joinpoints: int
     min_from_end: int
     min_between: int
     selection: str
@@ -209,9 +213,13 @@ class _Options:
                                      ("zero_deaths", self.zero_deaths, ZERO_DEATHS)):
             if value not in allowed:
                 raise ValueError(f"joinpoint {name} must be one of {allowed}, got {value!r}")
-        if self.max_joinpoints is not None and (int(self.max_joinpoints) != self.max_joinpoints
-                                                or self.max_joinpoints < 0):
-            raise ValueError(f"max_joinpoints must be a whole number >= 0, got {self.max_joinpoints}")
+        for name in ("max_joinpoints", "min_joinpoints"):
+            value = getattr(self, name)
+            if value is not None and (int(value) != value or value < 0):
+                raise ValueError(f"{name} must be a whole number >= 0, got {value}")
+        if self.max_joinpoints is not None and self.min_joinpoints > self.max_joinpoints:
+            raise ValueError(f"min_joinpoints ({self.min_joinpoints}) is above max_joinpoints "
+                             f"({self.max_joinpoints})")
         floor = 2 if self.se_method == "nci" else 1
         if self.min_from_end < floor or self.min_between < floor - 1:
             raise ValueError(
@@ -292,9 +300,11 @@ def _not_fitted(p: _Prepared, reason: str, n_joinpoints=0, joinpoints=(), kmax=0
     )
 
 
-def _feasible_max(n: int, opts: _Options) -> tuple[int, list]:
-    """The largest number of joinpoints the rules and the degrees of freedom allow (<= asked)."""
-    asked = default_max_joinpoints(n) if opts.max_joinpoints is None else int(opts.max_joinpoints)
+def _feasible_range(n: int, opts: _Options) -> tuple[int, int, list]:
+    """Fewest and most joinpoints to consider: the asked ones, lowered to what the distance rules
+    and the degrees of freedom allow."""
+    asked = (max(default_max_joinpoints(n), int(opts.min_joinpoints))
+             if opts.max_joinpoints is None else int(opts.max_joinpoints))
     k = asked
     while k > 0 and (_df(n, k, opts.se_method) < 1
                      or len(candidate_joinpoints(n, k, opts.min_from_end, opts.min_between)) == 0):
@@ -303,7 +313,7 @@ def _feasible_max(n: int, opts: _Options) -> tuple[int, list]:
     if k < asked:
         notes.append(f"at most {k} joinpoint(s) fit in {n} years with the distance rules "
                      f"(asked {asked})")
-    return k, notes
+    return min(int(opts.min_joinpoints), k), k, notes
 
 
 def _df(n: int, k: int, se_method: str) -> int:
@@ -360,7 +370,7 @@ class _GroupFits:
 def _fit_group(years: np.ndarray, members: list, opts: _Options) -> list:
     n = len(years)
     x = years - years[0]
-    kmax, group_notes = _feasible_max(n, opts)
+    kmin, kmax, group_notes = _feasible_range(n, opts)
     ylog = np.stack([p.log_rate for p in members])
     weight = np.stack([p.weight for p in members])
     sqrt_w = np.sqrt(weight)
@@ -379,9 +389,9 @@ def _fit_group(years: np.ndarray, members: list, opts: _Options) -> list:
         penalty = 2 * (np.arange(kmax + 1) + 1) * np.log(n) / n
         with np.errstate(divide="ignore"):
             bic = np.log(best_sse / n) + penalty
-        chosen = np.argmin(bic, axis=1)
+        chosen = kmin + np.argmin(bic[:, kmin:], axis=1)
     else:
-        chosen = _permutation_selection(machinery, ytil, best, best_sse, kmax, opts, tests)
+        chosen = _permutation_selection(machinery, ytil, best, best_sse, kmin, kmax, opts, tests)
 
     fits = []
     for i, p in enumerate(members):
@@ -399,11 +409,11 @@ def _permutations(n: int, opts: _Options) -> np.ndarray:
     return rng.permuted(np.tile(np.arange(n), (opts.n_permutations, 1)), axis=1)
 
 
-def _permutation_selection(machinery, ytil, best, best_sse, kmax, opts, tests) -> np.ndarray:
+def _permutation_selection(machinery, ytil, best, best_sse, kmin, kmax, opts, tests):
     """NCI's sequential permutation tests; appends each test to `tests`; returns chosen k."""
     S, n = ytil.shape
-    ka, kb = np.zeros(S, dtype=int), np.full(S, kmax)
-    perms = _permutations(n, opts) if kmax > 0 else None
+    ka, kb = np.full(S, kmin), np.full(S, kmax)
+    perms = _permutations(n, opts) if kmax > kmin else None
     while (ka < kb).any():
         active = np.flatnonzero(ka < kb)
         pairs = np.unique(np.stack([ka[active], kb[active]], axis=1), axis=0)
