@@ -12,7 +12,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
-from infant_mortality.statistics.trends import OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
+from infant_mortality.statistics.trends import MART_METHODS, OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
 
 RESEARCH_NOTE_IMR = [9.1, 8.7, 8.9, 8.2, 8.0, 7.9, 7.3, 7.5, 7.0, 6.8]  # 2005-2014
 
@@ -40,7 +40,15 @@ def _periods(*pairs) -> pd.DataFrame:
                          "period_label": [f"{a}-{b}" for a, b in pairs]})
 
 
+def _study(out) -> pd.DataFrame:
+    """The rows of the study's method (Prais-Winsten by default)."""
+    return out[out["method"] == "prais_winsten"]
+
+
 def _one(out, **keys) -> pd.Series:
+    """The one row with these keys (of the study's method, unless another is named)."""
+    if "method" in out.columns:
+        keys = {"method": "prais_winsten", **keys}
     sel = np.ones(len(out), dtype=bool)
     for k, v in keys.items():
         sel &= (out[k] == v).to_numpy(dtype=bool, na_value=False)
@@ -71,11 +79,16 @@ def test_research_note_series_apc_and_interval():
     assert_allclose(row.t_stat, row.slope_log10 / row.slope_se, rtol=1e-14)
     assert_allclose(row.p_value, 2 * stats.t.sf(abs(row.t_stat), 8), rtol=1e-12)
 
-    normal = _one(fit_trends(rates, _periods((2005, 2014)), ci_critical="normal", ci_level=0.9),
+    normal = _one(fit_trends(rates, _periods((2005, 2014)), ci_critical="normal", ci_level=0.9,
+                                    p_threshold=0.1),
                   area_code="13101")
     z = stats.norm.ppf(0.95)
     assert_allclose(normal.apc_ci95_upper, (10 ** (row.slope_log10 + z * row.slope_se) - 1) * 100,
                     rtol=1e-14)
+    # The p-value is the normal test's, the one the interval inverts.
+    assert_allclose(normal.p_value, 2 * stats.norm.sf(abs(row.t_stat)), rtol=1e-12)
+    with pytest.raises(ValueError, match="ci_level .* must be 1 - p_threshold"):
+        fit_trends(rates, _periods((2005, 2014)), ci_level=0.9)
 
 
 def test_classification_follows_p_and_sign():
@@ -92,7 +105,7 @@ def test_classification_follows_p_and_sign():
     assert b.trend == "decreasing" and b.p_value < 0.05 and b.slope_log10 < 0 and b.apc_ci95_upper < 0
     assert c.trend == "stationary" and c.p_value >= 0.05
     # A threshold below the p-value turns a significant trend into stationary.
-    strict = fit_trends(rates, _periods((2005, 2016)), p_threshold=a.p_value / 2)
+    strict = fit_trends(rates, _periods((2005, 2016)), p_threshold=a.p_value / 2, ci_level=1 - a.p_value / 2)
     assert _one(strict, area_code="a").trend == "stationary"
 
 
@@ -164,8 +177,9 @@ def test_period_beyond_the_data_and_every_series_gets_every_period():
     periods = pd.concat([_periods((2005, 2014), (2010, 2014), (2005, 2016)),
                          _periods((2005, 2014))])  # duplicate period
     out = fit_trends(rates, periods)
-    assert len(out) == 2 * 3
-    assert not out.duplicated(["area_level", "area_code", "indicator", "period_start", "period_end"]).any()
+    assert len(out) == 2 * 3 * len(MART_METHODS)
+    assert not out.duplicated(["area_level", "area_code", "indicator", "period_start", "period_end",
+                               "method"]).any()
     row = _one(out, area_code="13", period_end=2016)
     assert row.n_years == 12 and row.n_years_used == 10
     assert row.note.startswith("no data for 2015-2016")
@@ -189,7 +203,7 @@ def test_batched_rows_equal_the_reference_fit_per_series():
             vals[int(rng.integers(1, n - 1))] = 0.0
         series[("commune", f"{i:05d}", rng.choice(["imr", "nmr"]))] = vals
     rates = _rates(series, first_year=2000)
-    out = fit_trends(rates, _periods((2000, 2014)))
+    out = _study(fit_trends(rates, _periods((2000, 2014))))
     fitted = out[out.trend != "not_estimable"]
     assert len(fitted) >= 50
     for row in fitted.itertuples():
@@ -250,7 +264,7 @@ def test_timing_is_reported(caplog):
     rates = _rates({("commune", "t", "imr"): RESEARCH_NOTE_IMR})
     with caplog.at_level(logging.INFO, logger="infant_mortality.statistics.trends"):
         out = fit_trends(rates, _periods((2005, 2014)))
-    assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == 1
+    assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == len(MART_METHODS)
     assert 0 <= out.attrs["fit_seconds"] <= out.attrs["total_seconds"]
     assert any("statistics" in r.getMessage() for r in caplog.records)
 
@@ -268,7 +282,7 @@ def test_a_gappy_series_whose_final_fit_keeps_too_few_rows_is_not_estimable():
         "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)],
     })
     periods = pd.DataFrame({"period_start": [2010], "period_end": [2019]})
-    row = fit_trends(rates, periods).iloc[0]
+    row = _one(fit_trends(rates, periods), area_code="13203")
     assert row["trend"] == "not_estimable"
     assert row["n_years_used"] == 6 and row["n_zero_years"] == 4
     assert "final transformed regression kept 3 observations" in row["note"]
@@ -312,7 +326,7 @@ def test_ols_fitter_equals_statsmodels_ols_on_log10_rate():
                                                                      + rng.normal(0, 0.1, 12)), 4))
               for i in range(20)}
     series[("commune", "gappy", "imr")] = [6.0, 5.5, 0.0, 5.1, 4.9, 4.8, 4.6, 0.0, 4.1, 4.0, 3.9, 3.7]
-    out = fit_trends(_rates(series, first_year=2008), _periods((2008, 2019)), method="ols")
+    out = _study(fit_trends(_rates(series, first_year=2008), _periods((2008, 2019)), method="ols"))
     assert (out.trend != "not_estimable").all()
     for row in out.itertuples():
         vals = np.array(series[(row.area_level, row.area_code, row.indicator)])
@@ -348,7 +362,8 @@ def test_a_new_fitter_is_one_registry_line(monkeypatch):
     monkeypatch.setitem(trend_fitters.FITTERS, "plain", ("ols", "OlsFitter", {}))
     plain = fit_trends(rates, _periods((2005, 2014)), method="plain", rhotype="dw")
     ols = fit_trends(rates, _periods((2005, 2014)), method="ols")
-    pd.testing.assert_frame_equal(plain, ols)
+    pd.testing.assert_frame_equal(plain.drop(columns="fitter"), ols.drop(columns="fitter"))
+    assert set(plain.fitter) == {"plain", "poisson"}
     # Options of another method are not passed to a fitter that does not declare them.
     assert trend_fitters.get_fitter("ols", rhotype="dw", gaps="restart").label == "OLS"
     assert trend_fitters.get_fitter("corc", rhotype="dw").rhotype == "dw"
@@ -400,8 +415,10 @@ def test_trend_settings_are_typed_from_the_rendered_config_and_name_what_is_miss
     from infant_mortality.statistics.trends import trend_settings
 
     rendered = {"min_years": "5", "zero_rate_policy": "drop", "p_threshold": "0.05", "ci_level": "0.95",
-                "ci_critical": "t", "rhotype": "regress", "method": "prais", "gaps": "restart"}
+                "ci_critical": "t", "rhotype": "regress", "method": "prais", "gaps": "restart",
+                "min_deaths": "20", "max_abs_rho": "0.95"}
     settings = trend_settings(rendered)
     assert settings["min_years"] == 5 and settings["p_threshold"] == 0.05 and settings["method"] == "prais"
+    assert settings["min_deaths"] == 20 and settings["max_abs_rho"] == 0.95
     with pytest.raises(ValueError, match="lacks ci_level, gaps"):
         trend_settings({k: v for k, v in rendered.items() if k not in ("gaps", "ci_level")})
