@@ -34,10 +34,12 @@ trend_p_threshold:       {type: number, above: 0, below: 1}
 trend_ci_level:          {type: number, above: 0, below: 1}
 trend_ci_critical:       {values: [t, normal]}
 trend_rhotype:           {values: [regress, freg, tscorr, dw, theil, nagar]}
-trend_method:            {values: [prais_winsten, poisson]}
+trend_method:            {values: [prais_winsten, poisson, joinpoint]}
 trend_prais_variant:     {values: [prais, corc, ols]}
 trend_max_abs_rho:       {type: number, above: 0, max: 1}
 trend_min_deaths:        {type: int, min: 0}
+trend_max_joinpoints:    {type: int, optional: true, min: 0}
+trend_joinpoint_selection: {values: [permutation, bic]}
 trend_gaps:              {values: [restart, consecutive]}
 input_year_min:          {type: int}
 input_year_max:          {type: int, optional: true, min: input_year_min}

@@ -29,9 +29,9 @@ Rules of the shell:
 * Class: ``increasing`` if p < p_threshold and b1 > 0, ``decreasing`` if p < p_threshold and
   b1 < 0, otherwise ``stationary``; ``not_estimable`` when fewer than ``min_years`` usable
   years remain or the fitter says the fit is not estimable (or not valid), with the statistics
-  NULL and the reason in ``note``; ``insufficient_data`` (whatever the fit) when the years with
-  a rate hold fewer than ``min_deaths`` deaths (the statistics are kept when the fit is
-  estimable). ``min_years`` must be at least the fitter's ``min_years_floor``.
+  NULL and the reason in ``note``; ``insufficient_data`` (first of all, whatever the years and
+  the fit) when the years with a rate hold fewer than ``min_deaths`` deaths, so every method
+  says the same of a series too thin to measure (statistics kept when the fit is estimable). ``min_years`` must be at least the fitter's ``min_years_floor``.
 * Years without a rate (NULL rate, or no row at all in the window) and zero-rate years
   (log10(0) is undefined) are never replaced silently: they are left out of the fit, counted
   (``n_zero_years``; ``n_years`` - ``n_years_used`` in general) and listed in ``note``.
@@ -45,6 +45,7 @@ stored in ``result.attrs["fit_seconds"]`` (with ``attrs["n_series"]``, ``attrs["
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -63,7 +64,7 @@ CLASSED = ("increasing", "decreasing", "stationary")
 
 # fct_trends' methods (the `method` column) and the fitter of each; the study's log10-rate fit
 # takes its fitter from the settings (var trend_prais_variant: prais, corc or ols).
-MART_METHODS = {"prais_winsten": None, "poisson": "poisson"}
+MART_METHODS = {"prais_winsten": None, "poisson": "poisson", "joinpoint": "joinpoint"}
 
 AREA_KEYS = ["area_level", "area_code", "indicator"]
 KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end", "method"]
@@ -90,6 +91,7 @@ STAT_DTYPES = {
     "apc_ci95_upper": "Float64",
     "trend": "string",
     "note": "string",
+    "segments": "string",
 }
 
 OUTPUT_DTYPES = {
@@ -299,7 +301,7 @@ def fit_series_trends(
     Returns the ``keys``, ``attributes``, period_start, period_end and the columns of
     :data:`STAT_DTYPES`.
     """
-    fitter = get_fitter(method, **fitter_options)
+    fitter = get_fitter(method, ci_level=ci_level, **fitter_options)
     _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold)
     keys, attributes = list(keys), list(attributes)
     missing = [c for c in [*keys, year, rate, *attributes] if c not in rows.columns]
@@ -367,19 +369,19 @@ def fit_series_trends(
     trend = np.where(significant & (slope > 0), "increasing",
                      np.where(significant & (slope < 0), "decreasing", "stationary"))
     trend = np.where(estimable, trend, "not_estimable")
-    trend = np.where(too_few_deaths & (n_used >= min_years), "insufficient_data", trend)
+    trend = np.where(too_few_deaths, "insufficient_data", trend)
 
     # Notes: the data first, then why there is no class / what the fitter says; joined with '; '.
     notes = _data_notes(grid, w, zero_rate_policy, fits_logs)
     fitter_notes = dict(zip(idx.tolist(), fit.notes))
     for s, note in enumerate(notes):
-        if n_used[s] < min_years:
-            note.append(f"not estimable: {n_used[s]} usable years, fewer than min_years = {min_years}")
-            continue
         if too_few_deaths[s]:
             note.append(f"insufficient data: {int(n_deaths[s])} deaths over the period, fewer than "
                         f"min_deaths = {min_deaths} (a trend in the rate is not measurable)")
-        note.extend(fitter_notes.get(s, []))
+        if n_used[s] < min_years:
+            note.append(f"not estimable: {n_used[s]} usable years, fewer than min_years = {min_years}")
+        else:
+            note.extend(fitter_notes.get(s, []))
 
     def stat(values, dtype, keep=estimable):
         v = np.where(keep, np.asarray(values, dtype=float), np.nan)
@@ -409,6 +411,7 @@ def fit_series_trends(
         "apc_ci95_upper": stat(upper, "Float64"),
         "trend": pd.Series(trend, dtype="string"),
         "note": pd.Series(["; ".join(n) if n else None for n in notes], dtype="string"),
+        "segments": pd.Series(_segments_json(fit, idx, estimable, n_sid), dtype="string"),
     })
     out = pd.concat([out, stats_frame], axis=1)[out_columns].astype(STAT_DTYPES)
     total_seconds = time.perf_counter() - t_start
@@ -419,12 +422,27 @@ def fit_series_trends(
     return out
 
 
+def _segments_json(fit, idx, estimable, n_sid) -> list:
+    """Per window: its segments as a JSON list (segmented fitters, estimable fits), else None."""
+    out = [None] * n_sid
+    if fit.segments is not None:
+        for s, segments in zip(idx.tolist(), fit.segments):
+            if estimable[s]:
+                out[s] = json.dumps(segments)
+    return out
+
+
 # The trend vars as the models' config `trend_settings` carries them (text, rendered by dbt),
 # with the Python type of each: the one place where a var becomes a keyword of fit_series_trends.
 # `method` is the fitter of the study's log10-rate fit (var trend_prais_variant).
+def _optional_int(text):
+    """A var that may be unset (rendered "None" or ""): None, else the whole number."""
+    return None if str(text).strip() in ("", "None", "none") else int(text)
+
+
 TREND_SETTING_TYPES = {"min_years": int, "min_deaths": int, "zero_rate_policy": str, "p_threshold": float,
                        "ci_level": float, "ci_critical": str, "rhotype": str, "method": str, "gaps": str,
-                       "max_abs_rho": float}
+                       "max_abs_rho": float, "max_joinpoints": _optional_int, "selection": str}
 
 
 def trend_settings(config: dict | None) -> dict:

@@ -16,6 +16,7 @@ FITTERS: dict[str, tuple[str, str, dict]] = {
     "corc": ("prais", "PraisWinstenFitter", {"method": "corc"}),
     "ols": ("ols", "OlsFitter", {}),
     "poisson": ("poisson", "PoissonFitter", {}),
+    "joinpoint": ("joinpoint", "JoinpointFitter", {}),
 }
 
 __all__ = ["FITTERS", "METHOD_COLUMNS", "SeriesData", "SeriesFits", "get_fitter"]

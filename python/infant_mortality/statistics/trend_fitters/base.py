@@ -64,7 +64,10 @@ class SeriesFits:
     the statistics say nothing (the shell nulls them and calls the trend ``not_estimable``);
     ``notes`` holds, per series, first why it is not estimable (when it is not), then what a
     reader must know about the fit, one sentence each. ``columns`` holds the method's own mart
-    columns, named in :data:`METHOD_COLUMNS`.
+    columns, named in :data:`METHOD_COLUMNS`. ``df_resid`` = inf means the normal distribution
+    (a method whose test is a z test). ``segments``, for a segmented method, holds per series
+    the list of its segments (dicts: segment, segment_start, segment_end, slope_log10, slope_se,
+    apc, apc_lower, apc_upper, p_value), published in ``fct_trend_segments``.
     """
 
     series: np.ndarray
@@ -77,6 +80,7 @@ class SeriesFits:
     estimable: np.ndarray
     notes: list[list[str]]
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    segments: list[list[dict]] | None = None
     elapsed_seconds: float = 0.0
 
     def __post_init__(self):
@@ -86,6 +90,8 @@ class SeriesFits:
                 raise ValueError(f"SeriesFits.{name} has {len(getattr(self, name))} entries for {n} series")
         if len(self.notes) != n:
             raise ValueError(f"SeriesFits.notes has {len(self.notes)} entries for {n} series")
+        if self.segments is not None and len(self.segments) != n:
+            raise ValueError(f"SeriesFits.segments has {len(self.segments)} entries for {n} series")
         unknown = set(self.columns) - set(METHOD_COLUMNS)
         if unknown:
             raise ValueError(f"SeriesFits.columns has unknown columns {sorted(unknown)}; allowed {METHOD_COLUMNS}")
