@@ -18,7 +18,9 @@ Two entry points:
 
 Rules of the shell:
 
-* y_t = log10(rate_t) regressed on year by the fitter, on the usable years of the window.
+* y_t = log10(rate_t) regressed on year by the fitter, on the usable years of the window; a
+  fitter of counts (``data = "counts"``) gets the deaths and births of every year with births,
+  zero-death years included.
 * APC = (10^b1 - 1) * 100, interval (10^(b1 -+ c se) - 1) * 100 with c = t(1 - a/2, df),
   df = the fitter's residual degrees of freedom; ``ci_critical="normal"`` uses the normal
   quantile (1.96) instead. The fitted log10 rate at year t is intercept_log10 + slope_log10 * t
