@@ -29,15 +29,24 @@ regions as (
     where area_level = 'region'
 ),
 
+dispersion as (
+    select region_code, indicator, period_start, period_end, tau2 from {{ ref('int_funnel_dispersion') }}
+),
+
 paired as (
     select communes.*, regions.region_name, regions.region_deaths, regions.region_live_births,
-        regions.region_rate_per_1000
+        regions.region_rate_per_1000, dispersion.tau2
     from communes
     left join regions
         on communes.pool_key = regions.pool_key
         and communes.indicator = regions.indicator
         and communes.period_start = regions.period_start
         and communes.period_end = regions.period_end
+    left join dispersion
+        on communes.region_code = dispersion.region_code
+        and communes.indicator = dispersion.indicator
+        and communes.period_start = dispersion.period_start
+        and communes.period_end = dispersion.period_end
 ),
 
 rates as (
@@ -107,6 +116,14 @@ select
         then imr_rate_ratio_upper(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
         as rest_rate_ratio_ci95_upper,
     p_value,
+    -- The interval that inverts the mid-p test at level 1 - comparison_alpha: `comparison` says
+    -- exactly whether it excludes 1 (the exact interval above may include 1 for a `higher`).
+    case when has_rest_of_region
+        then imr_rate_ratio_midp_lower(deaths, live_births, rest_deaths, rest_live_births, 1 - {{ alpha }}) end
+        as rest_rate_ratio_midp_lower,
+    case when has_rest_of_region
+        then imr_rate_ratio_midp_upper(deaths, live_births, rest_deaths, rest_live_births, 1 - {{ alpha }}) end
+        as rest_rate_ratio_midp_upper,
     case
         when p_value < {{ alpha }}
             then case when deaths * rest_live_births > rest_deaths * live_births then 'higher' else 'lower' end
@@ -114,6 +131,9 @@ select
     end as comparison,
     -- Exact Poisson control limits at 95% and 99.8% (python/infant_mortality/statistics/poisson.py).
     imr_funnel_category(deaths, expected_deaths) as funnel_category,
+    -- The same against the limits adjusted for the region's over-dispersion (int_funnel_dispersion).
+    case when expected_deaths > 0
+        then imr_funnel_category_adjusted(deaths, expected_deaths, tau2) end as funnel_category_adjusted,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end
         order by rate_per_1000 desc nulls last, commune_code asc

@@ -304,6 +304,7 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
         # The figure shows the widest trend window (the full window of the data).
         "select area_level, area_code, slope_log10, apc, trend from marts.fct_trends where indicator = 'imr' "
         "and region_code = '13' and area_level in ('region', 'commune') "
+        "and method = (select trend_method from marts.meta_build) "
         "and period_end - period_start = (select max(period_end - period_start) from marts.fct_trends)",
     )}
     rate_traces = traces(fig, kind="rates")
@@ -331,7 +332,8 @@ def test_trend_section(bundled_warehouse, page):
     check_trend_figure(bundled_warehouse, page)
     cls, apc = query(bundled_warehouse, "select trend, apc from marts.fct_trends where area_level = 'region' "
                                         "and area_code = '13' and period_start = 2010 and period_end = 2019 "
-                                        "and indicator = 'imr'")[0]
+                                        "and indicator = 'imr' "
+                                        "and method = (select trend_method from marts.meta_build)")[0]
     region = page[page.index('<section class="region-block" data-region="13"'):]
     headline = region[region.index('<div class="headline">'):]
     headline = headline[:headline.index("</div>")]
@@ -346,7 +348,8 @@ def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_pa
         # A value no refit would produce, for one commune (Independencia) only.
         con.execute("update marts.fct_trends set intercept_log10 = 12.5 where area_code = '13108'")
         slope = con.execute("select slope_log10 from marts.fct_trends where area_code = '13108' and indicator = 'imr' "
-                            "and period_start = 2010 and period_end = 2019").fetchone()[0]
+                            "and period_start = 2010 and period_end = 2019 "
+                            "and method = (select trend_method from marts.meta_build)").fetchone()[0]
     text = report.write_report(warehouse, tmp_path / "r.html").read_text(encoding="utf-8")
     fits = {t["meta"]["area_code"]: t for t in traces(figures(text)["fig-trends-13-imr"], kind="fit")}
     t = fits["13108"]
@@ -472,7 +475,8 @@ def test_country_section_and_region_selector(multi_region):
     fig = figures(text)["fig-trends-CL-imr"]
     assert [t["meta"]["area_code"] for t in traces(fig, kind="rates")] == ["CL", *REGIONS]
     cls = query(warehouse, "select trend from marts.fct_trends where area_level = 'country' and indicator = 'imr' "
-                           "and period_start = 2010 and period_end = 2019")[0][0]
+                           "and period_start = 2010 and period_end = 2019 "
+                           "and method = (select trend_method from marts.meta_build)")[0][0]
     assert TREND_LABELS[cls].lower() in fig["layout"]["annotations"][0]["text"]
     # The header states the build's count basis from meta_build, marked when the data are generated.
     (basis,) = query(warehouse, "select count_basis from marts.meta_build")[0]

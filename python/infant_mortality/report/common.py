@@ -97,6 +97,7 @@ TREND_LABELS = {
     "decreasing": "Decreasing",
     "stationary": "Stationary",
     "not_estimable": "Not estimable",
+    "insufficient_data": "Insufficient data",
 }
 FONT = dict(family="DejaVu Sans, Arial, Helvetica, sans-serif", size=13, color="#222")
 
