@@ -364,9 +364,10 @@ def fit_series_trends(
             crit = stats.t.ppf(1.0 - alpha / 2.0, np.where(df > 0, df, np.nan))
         else:
             crit = np.full(n_sid, stats.norm.ppf(1.0 - alpha / 2.0))
-        apc = (10.0 ** slope - 1.0) * 100.0
-        lower = (10.0 ** (slope - crit * se) - 1.0) * 100.0
-        upper = (10.0 ** (slope + crit * se) - 1.0) * 100.0
+        # (10^b - 1) 100 as expm1(b ln 10) 100: exact near b = 0, where 10^b - 1 rounds a
+        # slope of 1e-17 to an APC of exactly 0 (the wrong sign for it).
+        apc, lower, upper = (np.expm1(b * np.log(10.0)) * 100.0
+                             for b in (slope, slope - crit * se, slope + crit * se))
     significant = p_value < p_threshold
     trend = np.where(significant & (slope > 0), "increasing",
                      np.where(significant & (slope < 0), "decreasing", "stationary"))
