@@ -13,7 +13,8 @@ import pytest
 
 from conftest import REPO_ROOT
 from infant_mortality.tools.bench import marked_section, replace_section
-from infant_mortality.tools.bench_compare import (Contender, Measure, alternate, busy_threads, critical_path,
+from infant_mortality.tools.bench_compare import (Contender, Measure, alternate, attribute_cpu, busy_threads,
+                                                  critical_path,
                                                   measure, medians, ratio_rows)
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "baselines"))
@@ -112,3 +113,11 @@ def test_baseline_rate_ratio_limits_match_stata_iri():
     frame = pd.DataFrame({"deaths": [41], "births": [28010], "deaths_region": [56], "births_region": [47027]})
     lower, upper = rest_of_region_limits(frame)
     np.testing.assert_allclose([lower[0], upper[0]], [1.005684, 3.609300], atol=1e-6)
+
+
+def test_cpu_is_shared_among_the_nodes_running_when_it_was_used():
+    # Cumulative CPU sampled at 0, 1, 2, 3 s: 1 s of CPU in each second.
+    samples = [(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]
+    shares = attribute_cpu(samples, {"a": (0.0, 2.0), "b": (1.0, 2.0), "idle": (5.0, 6.0)})
+    # 0-1 s: a alone (1 s); 1-2 s: a and b share 1 s; 2-3 s: nothing ran (not shared).
+    assert shares == pytest.approx({"a": 1.5, "b": 0.5, "idle": 0.0})

@@ -179,6 +179,21 @@ def busy_threads(intervals: list[tuple[float, float]], start: float, end: float)
     return covered / (end - start) if end > start else 0.0
 
 
+def attribute_cpu(samples: list[tuple[float, float]], spans: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """CPU seconds of each span (a node: begin, end), from samples of the process's cumulative CPU
+    (elapsed, cpu): the CPU of each interval between samples is shared among the spans running
+    in it, in proportion to the time each ran there. CPU used while no span ran is not shared."""
+    shares = dict.fromkeys(spans, 0.0)
+    clean = [(t, cpu) for t, cpu in samples if cpu == cpu]  # a NaN sample: the process had gone
+    for (a, cpu_a), (b, cpu_b) in zip(clean, clean[1:]):
+        overlap = {key: max(0.0, min(b, end) - max(a, begin)) for key, (begin, end) in spans.items()}
+        running = sum(overlap.values())
+        for key, seconds in overlap.items():
+            if seconds > 0:
+                shares[key] += (cpu_b - cpu_a) * seconds / running
+    return shares
+
+
 def profile_build(target: Path, cpu_samples: list[tuple[float, float]], wall: float, started_epoch: float) -> dict:
     """Where the seconds of one `dbt build` went: per node and per layer from run_results.json
     (dbt's own timings), the critical path through the DAG, and the CPU used while the nodes ran
@@ -210,15 +225,18 @@ def profile_build(target: Path, cpu_samples: list[tuple[float, float]], wall: fl
     last = max(n["end"] for n in nodes.values())
 
     def cpu_between(a: float, b: float) -> float:
-        inside = [cpu for t, cpu in cpu_samples if a <= t <= b and cpu == cpu]
+        inside = [cpu for t, cpu in [(0.0, 0.0), *cpu_samples] if a <= t <= b and cpu == cpu]
         return inside[-1] - inside[0] if len(inside) > 1 else 0.0
 
+    node_cpu = attribute_cpu(cpu_samples, {key: (node["begin"], node["end"]) for key, node in nodes.items()})
     layers: dict[str, dict] = {}
-    for node in nodes.values():
-        layer = layers.setdefault(node["layer"], {"nodes": 0, "node_seconds": 0.0, "begin": node["begin"],
-                                                  "end": node["end"]})
+    for key, node in nodes.items():
+        node["cpu_seconds"] = node_cpu[key]
+        layer = layers.setdefault(node["layer"], {"nodes": 0, "node_seconds": 0.0, "cpu_seconds": 0.0,
+                                                  "begin": node["begin"], "end": node["end"]})
         layer["nodes"] += 1
         layer["node_seconds"] += node["seconds"]
+        layer["cpu_seconds"] += node["cpu_seconds"]
         layer["begin"], layer["end"] = min(layer["begin"], node["begin"]), max(layer["end"], node["end"])
     path_seconds, path = critical_path(nodes)
     slowest = sorted(nodes.items(), key=lambda item: -item[1]["seconds"])[:15]
@@ -232,9 +250,11 @@ def profile_build(target: Path, cpu_samples: list[tuple[float, float]], wall: fl
         "mean_nodes_running": busy_threads(intervals, first, last),
         "critical_path_seconds": path_seconds,
         "critical_path": [nodes[node_id]["name"] for node_id in path],
-        "layers": {name: {**layer, "cpu_seconds": cpu_between(layer["begin"], layer["end"])}
-                   for name, layer in sorted(layers.items(), key=lambda item: item[1]["begin"])},
-        "slowest": [{"node": node["name"], "seconds": node["seconds"], "layer": node["layer"]} for _, node in slowest],
+        "shutdown_cpu_seconds": cpu_between(last, wall + 1.0),
+        "cpu_seconds": cpu_between(0.0, wall + 1.0),
+        "layers": dict(sorted(layers.items(), key=lambda item: item[1]["begin"])),
+        "slowest": [{"node": node["name"], "seconds": node["seconds"], "cpu_seconds": node["cpu_seconds"],
+                     "layer": node["layer"]} for _, node in slowest],
     }
 
 
@@ -278,6 +298,23 @@ def baseline(script: str, *arguments) -> list[str]:
     return [sys.executable, str(BASELINES / script), *map(str, arguments)]
 
 
+def profile_case(workdir: Path, case: str, scale: float, years: str, log) -> dict:
+    """The profiled `dbt build` of a case alone (`--profile-only`)."""
+    log(f"{case}: one profiled dbt build")
+    if case == "bundled":
+        database = workdir / "bundled" / "build" / "infant_mortality.duckdb"
+        _fresh(database)()
+        return profiled_build(dbt_build_command(), dbt_env(workdir / "bundled" / "build", database),
+                              workdir / "bundled" / "build" / "target")
+    command, env, fresh_build = microdata_build(workdir, generate_microdata(
+        workdir / f"microdata_scale_{scale:g}", scale, years, log), workdir / f"microdata_scale_{scale:g}")
+    fresh_build()
+    try:
+        return profiled_build(command, env, workdir / "micro" / "target")
+    finally:
+        fresh_build()
+
+
 def bundled_case(workdir: Path, repeat: int, log) -> dict:
     raw, out = REPO_ROOT / "data" / "raw", workdir / "script_output"
     database = workdir / "build" / "infant_mortality.duckdb"
@@ -318,16 +355,23 @@ def generate_microdata(files: Path, scale: float, years: str, log) -> dict:
     return json.loads(manifest_path.read_text())
 
 
+def microdata_build(workdir: Path, manifest: dict, files: Path):
+    """The microdata `dbt build` (command, environment) and what makes it fresh (file and cache)."""
+    database, cache = workdir / "micro" / "build.duckdb", workdir / "micro" / "cache"
+    database.parent.mkdir(parents=True, exist_ok=True)
+    command = dbt_build_command({"vital_source": "deis_microdata",
+                                 "deis_deaths_path": str(files / manifest["deaths_file"]),
+                                 "deis_births_path": str(files / manifest["births_folder"]),
+                                 "deis_cache_dir": str(cache)})
+    return command, dbt_env(workdir / "micro", database), _fresh(database, database.with_suffix(".duckdb.wal"), cache)
+
+
 def microdata_case(workdir: Path, scale: float, years: str, repeat: int, log) -> dict:
     files = workdir / f"microdata_scale_{scale:g}"
     manifest = generate_microdata(files, scale, years, log)
     deaths, births = files / manifest["deaths_file"], files / manifest["births_folder"]
-    database, cache, out = workdir / "micro" / "build.duckdb", workdir / "micro" / "cache", workdir / "micro_out"
-    database.parent.mkdir(parents=True, exist_ok=True)
-    env = dbt_env(workdir / "micro", database)
-    build = dbt_build_command({"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
-                               "deis_births_path": str(births), "deis_cache_dir": str(cache)})
-    fresh_build = _fresh(database, database.with_suffix(".duckdb.wal"), cache)
+    out = workdir / "micro_out"
+    build, env, fresh_build = microdata_build(workdir, manifest, files)
     contenders = [
         Contender("dbt build", build, env, fresh_build),
         Contender("pandas counts script", baseline("microdata_pandas.py", deaths, births, out), prepare=_fresh(out)),
@@ -363,23 +407,33 @@ def _ratio_table(rows: list[dict]) -> str:
 
 
 def _profile_table(profile: dict) -> str:
-    lines = ["| phase | wall s | CPU s | cores busy (of 2) | nodes | node-seconds |", "|---|---:|---:|---:|---:|---:|",
-             f"| dbt start-up (parse, connect, plugins) | {profile['startup_seconds']:.1f} | "
-             f"{profile['startup_cpu_seconds']:.1f} | {profile['startup_cpu_seconds'] / max(profile['startup_seconds'], 1e-9):.2f} | | |"]
+    def busy(cpu, seconds):
+        return f"{cpu / seconds:.2f}" if seconds > 0 else ""
+
+    lines = ["| phase | from s | to s | wall s | CPU s | cores busy (of 2) | nodes | node-seconds |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|",
+             f"| dbt start-up (imports, parse, connect, plugins) | 0.0 | {profile['startup_seconds']:.1f} | "
+             f"{profile['startup_seconds']:.1f} | {profile['startup_cpu_seconds']:.1f} | "
+             f"{busy(profile['startup_cpu_seconds'], profile['startup_seconds'])} | | |"]
     for name, layer in profile["layers"].items():
         span = layer["end"] - layer["begin"]
-        lines.append(f"| {name} (from {layer['begin']:.1f} s to {layer['end']:.1f} s) | {span:.1f} | "
-                     f"{layer['cpu_seconds']:.1f} | {layer['cpu_seconds'] / max(span, 1e-9):.2f} | {layer['nodes']} | "
-                     f"{layer['node_seconds']:.1f} |")
-    lines.append(f"| all nodes | {profile['nodes_seconds']:.1f} | {profile['nodes_cpu_seconds']:.1f} | "
-                 f"{profile['nodes_cpu_seconds'] / max(profile['nodes_seconds'], 1e-9):.2f} | | |")
-    lines.append(f"| shut-down (artefacts, close) | {profile['shutdown_seconds']:.1f} | | | | |")
-    slowest = "\n".join(f"| {s['node']} | {s['layer']} | {s['seconds']:.2f} |" for s in profile["slowest"])
-    return (f"{chr(10).join(lines)}\n\nThe layers overlap in time (dbt runs any node whose inputs are ready); "
+        lines.append(f"| {name} | {layer['begin']:.1f} | {layer['end']:.1f} | {span:.1f} | {layer['cpu_seconds']:.1f} | "
+                     f"| {layer['nodes']} | {layer['node_seconds']:.1f} |")
+    lines.append(f"| all nodes | {profile['startup_seconds']:.1f} | {profile['startup_seconds'] + profile['nodes_seconds']:.1f} | "
+                 f"{profile['nodes_seconds']:.1f} | {profile['nodes_cpu_seconds']:.1f} | "
+                 f"{busy(profile['nodes_cpu_seconds'], profile['nodes_seconds'])} | | |")
+    lines.append(f"| shut-down (artefacts, close) | {profile['wall_seconds'] - profile['shutdown_seconds']:.1f} | "
+                 f"{profile['wall_seconds']:.1f} | {profile['shutdown_seconds']:.1f} | "
+                 f"{profile.get('shutdown_cpu_seconds', float('nan')):.1f} | | | |")
+    slowest = "\n".join(f"| {s['node']} | {s['layer']} | {s['seconds']:.2f} | {s.get('cpu_seconds', float('nan')):.2f} |"
+                         for s in profile["slowest"])
+    return (f"{chr(10).join(lines)}\n\nThe layers overlap in time (dbt runs any node whose inputs are ready); a layer's "
+            f"CPU is that of its nodes, the CPU of each 0.2 s shared among the nodes running in it; "
             f"nodes ran {profile['mean_nodes_running']:.2f} at a time on average. Critical path (longest chain of "
             f"node times, a node waiting for its parents and their tests): **{profile['critical_path_seconds']:.1f} s** "
             f"of the {profile['nodes_seconds']:.1f} s the nodes took: {' -> '.join(profile['critical_path'])}.\n\n"
-            f"Slowest nodes (compile + execute, as dbt timed them):\n\n| node | layer | s |\n|---|---|---:|\n{slowest}")
+            f"Slowest nodes (wall: compile + execute, as dbt timed them; CPU: the build's CPU while the node ran, "
+            f"shared with the nodes running beside it):\n\n| node | layer | wall s | CPU s |\n|---|---|---:|---:|\n{slowest}")
 
 
 def render(results: dict) -> str:
@@ -438,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs of each contender (default 5)")
     parser.add_argument("--scale", type=float, default=1.0, help="generator scale of the microdata case (default 1)")
     parser.add_argument("--years", default="1990-2019", help="years of the microdata (default 1990-2019)")
+    parser.add_argument("--profile-only", action="store_true",
+                        help="only the profiled dbt build of each case, replacing the profile of the previous run")
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench" / "compare",
                         help="scratch folder (gitignored); generated files are kept there for the next run")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
@@ -453,10 +509,15 @@ def main(argv: list[str] | None = None) -> int:
     def log(message):
         print(message, flush=True)
 
-    if "bundled" in args.cases:
-        results["bundled"] = bundled_case(workdir / "bundled", args.repeat, log)
-    if "microdata" in args.cases:
-        results["microdata"] = microdata_case(workdir, args.scale, args.years, args.repeat, log)
+    for case in args.cases:
+        if args.profile_only:
+            if case not in results:
+                parser.error(f"--profile-only: no previous results of the {case} case in {args.json}")
+            results[case]["profile"] = profile_case(workdir, case, args.scale, args.years, log)
+        elif case == "bundled":
+            results[case] = bundled_case(workdir / "bundled", args.repeat, log)
+        else:
+            results[case] = microdata_case(workdir, args.scale, args.years, args.repeat, log)
     results["machine"] = machine_description()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
