@@ -40,6 +40,8 @@ from infant_mortality.tools.bench import REPO_ROOT, machine_description, replace
 
 DBT = str(Path(sys.executable).with_name("dbt"))
 BASELINES = REPO_ROOT / "benchmarks" / "baselines"
+# What the figures mean and what was changed for them: written by hand, shown after the tables.
+NOTES = REPO_ROOT / "benchmarks" / "compare_notes.md"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -482,6 +484,8 @@ Load when the case finished: `{micro['uptime']}`.
 
 {_profile_table(micro['profile'])}
 """)
+    if NOTES.exists():
+        parts.append(NOTES.read_text(encoding="utf-8"))
     return "\n".join(parts)
 
 
@@ -502,23 +506,24 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    # A run of one case keeps the other case's figures from the previous run.
-    previous = json.loads(args.json.read_text()) if args.json.exists() else {}
-    results = {**{case: previous[case] for case in ("bundled", "microdata") if case in previous}}
+    def previous_results() -> dict:
+        return json.loads(args.json.read_text()) if args.json.exists() else {}
+
+    results = {case: previous_results()[case] for case in args.cases if args.profile_only}
 
     def log(message):
         print(message, flush=True)
 
     for case in args.cases:
         if args.profile_only:
-            if case not in results:
-                parser.error(f"--profile-only: no previous results of the {case} case in {args.json}")
             results[case]["profile"] = profile_case(workdir, case, args.scale, args.years, log)
         elif case == "bundled":
             results[case] = bundled_case(workdir / "bundled", args.repeat, log)
         else:
             results[case] = microdata_case(workdir, args.scale, args.years, args.repeat, log)
-    results["machine"] = machine_description()
+    # A run of some cases keeps the other cases' figures from the previous run (read now: a
+    # run of the other case may have finished meanwhile).
+    results = {**previous_results(), **results, "machine": machine_description()}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     section = render(results)
