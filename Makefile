@@ -5,11 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUPERSET_PORT ?= 8088
 
-.PHONY: help warehouse test docs report superset bench clean
+.PHONY: help warehouse test docs report superset bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
-	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z]+:/{if (doc) printf "  make %-10s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
+	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z-]+:/{if (doc) printf "  make %-13s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
 
 # The activate script also exports DBT_PROFILES_DIR, so `source .venv/bin/activate && dbt build`
 # finds the committed profile from the repository root with no flag.
@@ -48,6 +48,12 @@ superset:
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-bench.lock
 	$(BIN)/python -m infant_mortality.bench
+
+## The warehouse against an analyst's pandas and DuckDB scripts (not a test): whole processes in turns,
+## medians and ratios; writes benchmarks/compare.json and a section of BENCHMARKS.md. About an hour
+## on 2 cores; quick run: make bench-compare ARGS='--repeat 1 --scale 0.25' (or --cases bundled).
+bench-compare: $(STAMP)
+	$(BIN)/python -m infant_mortality.tools.bench_compare $(ARGS)
 
 ## Remove dbt's artefacts, the development database and leftovers of interrupted builds (never the published release).
 clean:

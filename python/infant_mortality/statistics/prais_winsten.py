@@ -78,7 +78,6 @@ import time as _time
 from dataclasses import dataclass, replace
 
 import numpy as np
-import statsmodels.api as sm
 from scipy import stats
 
 __all__ = [
@@ -279,6 +278,9 @@ def prais_winsten(
         raise ValueError(f"need more than k = {k} observations, got {n}")
     has_pred = _has_pred(n, time, gaps)
     hasconst = _has_constant(X)
+    # Imported here, not with the module: statsmodels takes seconds to import and only this
+    # one-series reference path uses it; the build fits with prais_winsten_trend_batch (numpy).
+    import statsmodels.api as sm
 
     ols0 = sm.OLS(y, X, hasconst=hasconst).fit()
     e = y - X @ ols0.params

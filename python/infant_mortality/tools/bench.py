@@ -294,6 +294,30 @@ def benchmark_trend_fitting(database: Path) -> dict:
 # Results
 # --------------------------------------------------------------------------------------------
 
+# BENCHMARKS.md holds this benchmark's report and, between these markers, the section of
+# `make bench-compare` (tools/bench_compare.py); each rewrites only its own part.
+SECTION_START = "<!-- bench-compare: start -->"
+SECTION_END = "<!-- bench-compare: end -->"
+
+
+def replace_section(document: str, section: str) -> str:
+    """`document` with the text between the bench-compare markers replaced by `section` (markers
+    kept), or with the marked section appended when there is none yet."""
+    block = f"{SECTION_START}\n{section.strip()}\n{SECTION_END}"
+    if SECTION_START in document and SECTION_END in document:
+        head, rest = document.split(SECTION_START, 1)
+        return head + block + rest.split(SECTION_END, 1)[1]
+    return document.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def marked_section(document: str) -> str:
+    """The marked bench-compare section of `document`, markers excluded ('' when there is none)."""
+    if SECTION_START not in document or SECTION_END not in document:
+        return ""
+    return document.split(SECTION_START, 1)[1].split(SECTION_END, 1)[0].strip()
+
+
+
 def growth_exponent(points: list[SizePoint], value) -> float:
     """Least-squares slope of log(value) on log(records): 1 is linear growth."""
     x = np.log([p.records for p in points])
@@ -425,7 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     write_chart(points, args.json.with_suffix(".png"))
     report = render(points, extras, memory_limit, args.years)
-    args.output.write_text(report, encoding="utf-8")
+    previous = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
+    compare = marked_section(previous)
+    args.output.write_text(replace_section(report, compare) if compare else report, encoding="utf-8")
     print(report)
     print(f"written: {args.output}, {args.json}, {args.json.with_suffix('.png')}")
     return 0
