@@ -42,10 +42,10 @@ DEFAULT_SCALES = (0.25, 0.5, 1, 2, 4, 8)
 # (phase, dbt arguments) for the phase-by-phase run, in order, on one DuckDB file.
 PHASES = [
     ("seed (reference tables)", ["seed"]),
-    ("ingest (files -> typed staging tables)", ["run", "--select", "path:models/staging"]),
+    ("ingest (files -> typed staging tables)", ["run", "--select", "path:models/inputs/staging"]),
     ("counts, audit and yearly rates", ["run", "--select", "+fct_area_year_rates",
-                                        "--exclude", "path:models/staging"]),
-    ("comparisons, trends, inequity, maps", ["run", "--exclude", "path:models/staging",
+                                        "--exclude", "path:models/inputs/staging"]),
+    ("comparisons, trends, inequity, maps", ["run", "--exclude", "path:models/inputs/staging",
                                              "+fct_area_year_rates"]),
     ("data tests and unit tests", ["test"]),
 ]

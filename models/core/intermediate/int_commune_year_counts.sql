@@ -7,7 +7,7 @@
 -- only counts that exist, with a derived count outside [0, live births] by at most
 -- var('derived_count_tolerance') deaths and no implausible rate.
 with counts as (
-    -- From the input mode's folder (dbt_project.yml enables one): models/intermediate/<mode>/.
+    -- From the input mode's folder (dbt_project.yml enables one): models/inputs/<mode>/.
     select * from {{ ref('int_input__commune_year_counts') }}
 ),
 

@@ -35,7 +35,7 @@ headline_trend as (
     select
         {{ string_var('trend_method') }} as trend_method,
         min(method_label) as trend_method_label
-    from {{ ref('int_trends') }}
+    from {{ ref('fct_trends') }}
     where method = {{ string_var('trend_method') }}
 ),
 
