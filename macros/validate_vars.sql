@@ -50,6 +50,7 @@ deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
 duckdb_memory_limit:     {type: text}
 duckdb_temp_directory:   {type: text, optional: true}
+external_deaths_tolerance_percent: {type: number, above: 0}
 {%- endset -%}
 {{ return(fromyaml(spec_yaml)) }}
 {%- endmacro %}
