@@ -93,3 +93,10 @@
             || ': {{ field }} = ' || coalesce({{ text }}, '(blank)'))
     end
 {%- endmacro %}
+
+{#- The rows of a file read by read_csv (with filename = true), with the file's name and each
+    row's line number: DuckDB keeps file order (preserve_insertion_order); + 1 for the header. -#}
+{% macro numbered_csv_rows(relation) -%}
+    select *, regexp_extract(filename, '[^/\\]+$') as source_file, row_number() over () + 1 as source_line
+    from {{ relation }}
+{%- endmacro %}

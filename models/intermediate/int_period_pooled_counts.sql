@@ -24,12 +24,12 @@ rates as (
 unrated_commune_births as (
     select region_code as area_code, indicator, year, sum(live_births) as live_births
     from rates
-    where area_level = 'commune' and rate_per_1000 is null
+    where area_level = 'commune' and rate_per_1000 is null and region_code is not null
     group by region_code, indicator, year
     union all
     select 'CL', indicator, year, sum(live_births)
     from rates
-    where area_level = 'commune' and rate_per_1000 is null
+    where area_level = 'commune' and rate_per_1000 is null and region_code is not null
     group by indicator, year
 ),
 

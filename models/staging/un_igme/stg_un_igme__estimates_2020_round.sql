@@ -7,9 +7,7 @@ with source as (
 ),
 
 numbered as (
-    -- DuckDB keeps file order (preserve_insertion_order); + 1 for the header line.
-    select *, regexp_extract(filename, '[^/\\]+$') as source_file, row_number() over () + 1 as source_line
-    from source
+    {{ numbered_csv_rows('source') }}
 ),
 
 series as (
