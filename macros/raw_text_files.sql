@@ -49,6 +49,16 @@
                     then error(source_file || ' holds no data lines ('
                         || {{ "'only its header'" if header is not none else "'it is empty'" }}
                         || '): every count it should give would be missing. Put the data in the file, or point raw_data_dir at a folder with complete files')
+                {%- if header is not none %}
+                -- Not one data line split like the header: the file's separators are off (a comma
+                -- added or lost on every line), not a value here and there; auditing every line
+                -- would publish nothing and say little.
+                when count(case when source_line >= 2 and len(string_split(line, ',')) = {{ header.split(',') | length }} then 1 end) = 0
+                    then error(source_file || ' line 2: ' || cast(len(string_split(min_by(line, source_line) filter (where source_line = 2), ',')) as varchar)
+                        || ' comma-separated fields, and no data line has the header''s {{ header.split(',') | length }}'
+                        || ' (a comma added or missing on every line, e.g. a trailing comma?): write each line as '
+                        || {{ sql_string(header) }})
+                {%- endif %}
             end as file_problem
         from real_lines
         group by source_file
