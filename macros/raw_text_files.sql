@@ -83,6 +83,16 @@
         then cast(trim({{ text }}) as bigint) end
 {%- endmacro %}
 
+{#- Null, or a DuckDB error naming file and line when `count` is above var('max_plausible_count'):
+    such a count is a typo (an 18-digit births count) that no later check should have to meet. -#}
+{% macro implausible_count_stop(count, what) -%}
+    case when {{ count }} > {{ int_var('max_plausible_count') }}
+        then error(source_file || ' line ' || cast(source_line as varchar) || ': ' || {{ sql_string(what) }} || ' '
+            || cast({{ count }} as varchar) || ' is beyond any plausible count (dbt var max_plausible_count = '
+            || {{ sql_string(int_var('max_plausible_count')) }} || '): correct the value on that line')
+    end
+{%- endmacro %}
+
 {#- A decimal number written with digits and at most one decimal point (`6.4`, `-0.5`, `12`),
     else null: `6,4`, `1e3`, `nan`, `inf` and blanks are not numbers here. -#}
 {% macro decimal_number(text) -%}

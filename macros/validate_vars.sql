@@ -41,6 +41,7 @@ input_year_max:          {type: int, optional: true, min: input_year_min}
 implausible_rate_per_1000: {type: number, above: 0}
 implausible_rate_min_deaths: {type: int, min: 0}
 derived_count_tolerance: {type: int, min: 0}
+max_plausible_count:     {type: int, min: 1}
 benchmark_min_deaths:    {type: int, min: 0}
 benchmark_communes:      {type: code_list, digits: 5}
 neighbour_snap_tolerance_m: {type: number, above: 0}
