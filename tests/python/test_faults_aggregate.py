@@ -212,6 +212,21 @@ STOPPING_FAULTS = [
      "Duplicated row in {file} line 3: same key as line 2 (commune=01101 year=1990 sex=Hombre age_group=75+)"),
     ("strict parsing", "unexpected header (columns renamed)", INE,
      lambda lines: (["year,commune,name,event,sex,count\n"] + lines[1:], 1), "Unexpected header in {file} line 1"),
+    # Round two (issue 28): each once ended elsewhere (no line, a contract error, the scope vars,
+    # a ridit outside [0, 1]).
+    ("strict parsing", "a latin-1 byte in one line (line 101)", INE,
+     lambda lines: (lines[:100] + [lines[100].rstrip("\n") + "\udce9\n"] + lines[101:], 101),
+     "{file} line 101: byte 0xE9 is not UTF-8 text (the file looks latin-1 encoded); save the file as UTF-8"),
+    ("strict parsing", "a header and no data lines", INE,
+     lambda lines: (lines[:1], 1), "{file} holds no data lines (only its header)"),
+    ("strict parsing", "a trailing comma on every data line", INE,
+     lambda lines: (lines[:1] + [line.rstrip("\n") + ",\n" for line in lines[1:]], 2),
+     "{file} line 2: 7 comma-separated fields, and no data line has the header's 6 (a comma added or missing "
+     "on every line, e.g. a trailing comma?)"),
+    ("plausibility", "an 18-digit births count (Iquique 2010)", INE,
+     lambda lines: (lines[:1] + [lines[1].rsplit(",", 1)[0] + ",123456789012345678\n"] + lines[2:], 2),
+     "{file} line 2: count 123456789012345678 is beyond any plausible count (dbt var max_plausible_count = "
+     "1000000): correct the value on that line"),
 ]
 
 
@@ -229,7 +244,7 @@ def test_faults_that_stop_the_build_name_file_line_and_key(stop_folder, fault_cl
     path = raw / file
     clean = (REPO_ROOT / "data" / "raw" / file).read_text(encoding="utf-8")
     lines, _ = mutate(clean.splitlines(keepends=True))
-    path.write_text("".join(lines), encoding="utf-8")
+    path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")   # \udce9: the byte 0xE9
     try:
         result = run_dbt(["run", "--select", "+int_ine__commune_year_counts"], database,
                          {"raw_data_dir": str(raw)}, check=False)
