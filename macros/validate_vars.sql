@@ -82,7 +82,7 @@ duckdb_temp_directory:   {type: text, optional: true}
     -- raw_data_dir names a folder with files (a mistyped folder is named here, not as a missing CSV).
     select case when count(*) = 0
         then error({{ sql_string("dbt var raw_data_dir: no files in folder '" ~ var('raw_data_dir') ~ "'") }}) end
-    from glob({{ sql_string(var('raw_data_dir') ~ '/*') }})
+    from glob({{ sql_string(duckdb_literal_path(var('raw_data_dir')) ~ '/*') }})
     {%- endif -%}
 {%- endmacro %}
 
