@@ -41,7 +41,7 @@
             source_file,
             case
                 {%- if header is not none %}
-                when max(case when source_line = 1 then line end) is distinct from {{ sql_string(header) }}
+                when coalesce(max(case when source_line = 1 then line end), '') <> {{ sql_string(header) }}
                     then error('Unexpected header in ' || source_file || ' line 1: expected '
                         || {{ sql_string(header) }} || ', got ' || coalesce(max(case when source_line = 1 then line end), 'nothing'))
                 {%- endif %}
@@ -54,7 +54,7 @@
                 -- added or lost on every line), not a value here and there; auditing every line
                 -- would publish nothing and say little.
                 when count(case when source_line >= 2 and len(string_split(line, ',')) = {{ header.split(',') | length }} then 1 end) = 0
-                    then error(source_file || ' line 2: ' || cast(len(string_split(min_by(line, source_line) filter (where source_line = 2), ',')) as varchar)
+                    then error(source_file || ' line 2: ' || cast(len(string_split(max(case when source_line = 2 then line end), ',')) as varchar)
                         || ' comma-separated fields, and no data line has the header''s {{ header.split(',') | length }}'
                         || ' (a comma added or missing on every line, e.g. a trailing comma?): write each line as '
                         || {{ sql_string(header) }})
