@@ -294,7 +294,8 @@ def test_a_decimal_comma_in_a_covariate_line_is_audited_with_its_line(tmp_path):
     lines[4] = f"{code},{value.replace('.', ',')}"
     path.write_text("\n".join(lines), encoding="utf-8")
     database = tmp_path / "covariates.duckdb"
-    run_dbt(["run", "--select", "+int_stratifier_values"], database, {"raw_data_dir": str(raw)})
+    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+int_stratifier_values"], database,
+            {"raw_data_dir": str(raw)})
     problems = query(database, "select source_file, source_line, commune_code, value_text, problem "
                                "from intermediate.int_stratifier_values where problem is not null")
     assert problems == [("income_poverty_2013_rm.csv", 5, code, value.replace(".", ","), "value_not_numeric")]

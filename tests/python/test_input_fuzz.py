@@ -57,8 +57,11 @@ def _line_cut(line: str, rng: random.Random) -> str:
 
 
 def _decimal_point(line: str, rng: random.Random) -> str:
-    head, count = line.rsplit(",", 1) if line.count(",") else (line, "")
-    return f"{head},{count[:1]}.{count[1:]}" if line.startswith(("1", "2")) and len(count) > 1 else _line_cut(line, rng)
+    """A point inside a number of two or more digits (a year, a code or a count): `4.503`."""
+    fields = line.split(",")
+    i = rng.choice([i for i, field in enumerate(fields) if field.isdigit() and len(field) > 1])
+    fields[i] = fields[i][:1] + "." + fields[i][1:]
+    return ",".join(fields)
 
 
 AGGREGATE_MUTATIONS = {
@@ -66,7 +69,7 @@ AGGREGATE_MUTATIONS = {
     "field dropped": _field_dropped,
     "field added": _field_added,
     "line cut": _line_cut,
-    "decimal point in a count": _decimal_point,
+    "decimal point in a number": _decimal_point,
     "line deleted": None,
     "line blanked": lambda line, rng: "",
 }
