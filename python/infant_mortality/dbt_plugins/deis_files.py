@@ -3,7 +3,9 @@
 DuckDB reads the records itself (the staging models call `read_csv`); this module only decides
 *how* each file is to be read, and refuses inputs that cannot be read safely or are not DEIS files:
 
-- a path may be a file, a glob, a folder or a published ZIP. Every entry is listed (the manifest
+- a path may be a file, a folder or a published ZIP, taken literally whatever characters it
+  holds, or a glob (only when nothing has that name and it holds `*` or `?`: is_glob); ZIPs are
+  cached under the SHA-256 of their bytes. Every entry is listed (the manifest
   behind `marts.audit_input_files`); `.csv`, `.txt`, `.csv.gz`/`.txt.gz` and `.zip` are read, an
   entry with any other extension stops the build (a hidden file or a sub-folder is listed and
   not read);
@@ -598,7 +600,8 @@ def scan_lines(path: str, compression: str = "none") -> tuple[int, tuple[int, ..
 
 
 def _damaged_gzip(shown: str, lines: int, error: Exception) -> DeisFileError:
-    return DeisFileError(f"{shown}: the compressed file is damaged or cut short after line {lines:,} "
+    where = f"after line {lines:,}" if lines else "within its first lines"
+    return DeisFileError(f"{shown}: the compressed file is damaged or cut short {where} "
                          f"({error or type(error).__name__}); download or compress it again")
 
 
