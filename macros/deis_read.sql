@@ -113,7 +113,8 @@
             ~ "'- module: infant_mortality.dbt_plugins.deis_files' under plugins: in the dbt profile") }}
     {%- endif -%}
     {%- set options = tojson({'max_member_bytes': int_var('deis_zip_max_member_bytes'),
-                              'max_ratio': number_var('deis_zip_max_ratio')}) -%}
+                              'max_ratio': number_var('deis_zip_max_ratio'),
+                              'empty_files': checked_var('deis_empty_files')}) -%}
     {%- set call -%}
         select imr_deis_inspect(
             {{ sql_string(path) }}, {{ sql_string(kind) }}, {{ string_var('deis_encoding') }},

@@ -47,6 +47,7 @@ benchmark_communes:      {type: code_list, digits: 5}
 neighbour_snap_tolerance_m: {type: number, above: 0}
 deis_zip_max_member_bytes: {type: int, min: 1}
 deis_zip_max_ratio:      {type: number, above: 0}
+deis_empty_files:        {values: [stop, audit]}
 deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
 duckdb_memory_limit:     {type: text}

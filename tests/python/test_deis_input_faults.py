@@ -498,3 +498,20 @@ def test_a_cut_gzip_file_stops_naming_it_not_a_bare_eof_error(clean, tmp_path):
     with pytest.raises(deis_files.DeisFileError, match=r"defunciones\.csv\.gz: the compressed file is damaged "
                                                        r"or cut short .*download or compress it again"):
         deis_files.inspect(str(cut), "deaths")
+
+
+def test_with_the_audit_policy_a_file_without_records_is_listed_as_not_read(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    folder = tmp_path / "defunciones"
+    folder.mkdir()
+    shutil.copy(files / DEATHS, folder / DEATHS)
+    (folder / "defunciones_2020.csv").write_text(";".join(DEATHS_COLUMNS) + "\n", encoding="latin-1")
+    assert_stops(tmp_path, folder, files / "nacimientos", "defunciones_2020.csv: only a header, no deaths records",
+                 "deis_empty_files: audit")
+    database = tmp_path / "audited.duckdb"
+    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_input_files"], database,
+            micro_vars(folder, files / "nacimientos", tmp_path / "cache", deis_empty_files="audit"))
+    entries = dict(query(database, "select entry, action from marts.audit_input_files where input = 'deis_deaths'"))
+    assert entries == {str(folder / DEATHS): "read",
+                       str(folder / "defunciones_2020.csv"): "not read: no records (deis_empty_files: audit); "
+                                                             "a year no other file holds is unavailable"}

@@ -148,6 +148,10 @@ class DeisFileError(ValueError):
     """A path that does not hold DEIS files in an accepted layout, or that is unsafe to read."""
 
 
+class EmptyDeisFile(DeisFileError):
+    """A DEIS file with no records (only a header or blank lines): var deis_empty_files decides."""
+
+
 @dataclass(frozen=True)
 class DeisFile:
     """How DuckDB should read one file, and what the file is.
@@ -735,10 +739,11 @@ def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | 
                                 f"{len(columns)}; expected {expected}")
     n_lines, blank, digest, size = scanned or scan_lines(path, compression)
     if n_lines - int(header) - len(blank) == 0:
-        raise DeisFileError(
+        raise EmptyDeisFile(
             f"{shown}: {'only a header' if header else 'only blank lines'}, no {kind} records; "
             f"a file without records would be read as zero {kind} in every year it should cover: "
-            f"remove it from deis_{kind}_path, or put its records in it")
+            f"remove it from deis_{kind}_path, or put its records in it (or build with --vars "
+            f"'{{deis_empty_files: audit}}' to list it as not read)")
     return DeisFile(path=os.path.abspath(path), source_file=shown, encoding=encoding, header=header,
                     columns=tuple(columns), layout=layout,
                     generated=PurePosixPath(shown).name.lower().startswith(GENERATED_PREFIX),
@@ -752,12 +757,28 @@ class Inspection:
     entries: list[Entry] = field(default_factory=list)
 
 
+EMPTY_FILE_ACTION = ("not read: no records (deis_empty_files: audit); a year no other file holds is "
+                     "unavailable")
+
+
 def inspect_all(spec: str, kind: str, encoding: str = "auto", cache_dir: str | os.PathLike | None = None,
-                limits: Limits = Limits()) -> Inspection:
-    """Every entry named by `spec` (file, folder, glob or ZIP), the text files sniffed for `kind`."""
+                limits: Limits = Limits(), empty_files: str = "stop") -> Inspection:
+    """Every entry named by `spec` (file, folder, glob or ZIP), the text files sniffed for `kind`.
+    A file without records stops (EmptyDeisFile), or with empty_files='audit' is listed as not read."""
     if kind not in KINDS:
         raise DeisFileError(f"unknown DEIS file kind {kind!r}; expected one of {list(KINDS)}")
     result = Inspection()
+
+    def sniff(path: str, entry_type: str, **how) -> DeisFile | None:
+        shown = how.get("source_file") or path
+        try:
+            return sniff_file(path, kind, encoding, **how)
+        except EmptyDeisFile:
+            if empty_files != "audit":
+                raise
+            result.entries.append(Entry(shown, entry_type, EMPTY_FILE_ACTION, os.path.getsize(path)))
+            return None
+
     for path in expand_paths(spec, result.entries):
         if path.lower().endswith(".zip"):
             if not zipfile.is_zipfile(path):
@@ -766,13 +787,12 @@ def inspect_all(spec: str, kind: str, encoding: str = "auto", cache_dir: str | o
             result.entries.append(Entry(path, "zip_archive", "read: members listed below",
                                         os.path.getsize(path), digest))
             for member, extracted, scanned in unpack_zip(path, cache_dir, limits, result.entries, digest):
-                found = sniff_file(str(extracted), kind, encoding, source_file=f"{path}/{member}",
-                                   scanned=scanned)
-                result.files.append(found)
-                result.entries.append(Entry(found.source_file, "zip_member", "read", found.size_bytes,
-                                            found.sha256))
-        else:
-            found = sniff_file(path, kind, encoding)
+                found = sniff(str(extracted), "zip_member", source_file=f"{path}/{member}", scanned=scanned)
+                if found:
+                    result.files.append(found)
+                    result.entries.append(Entry(found.source_file, "zip_member", "read", found.size_bytes,
+                                                found.sha256))
+        elif found := sniff(path, "file"):
             result.files.append(found)
             result.entries.append(Entry(path, "file", "read", found.size_bytes, found.sha256))
     _refuse_duplicates(result.files)
@@ -818,7 +838,8 @@ def inspect_json(spec: str, kind: str, encoding: str = "auto", cache_dir: str | 
     settings = json.loads(options or "{}")
     limits = Limits(int(settings.get("max_member_bytes", Limits.max_member_bytes)),
                     float(settings.get("max_ratio", Limits.max_ratio)))
-    key = (spec, kind, encoding, cache_dir, limits, _signature(spec))
+    empty_files = settings.get("empty_files", "stop")
+    key = (spec, kind, encoding, cache_dir, limits, empty_files, _signature(spec))
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -828,7 +849,7 @@ def inspect_json(spec: str, kind: str, encoding: str = "auto", cache_dir: str | 
             if key in _CACHE:
                 return _CACHE[key]
         try:
-            found = inspect_all(spec, kind, encoding or "auto", cache_dir or None, limits)
+            found = inspect_all(spec, kind, encoding or "auto", cache_dir or None, limits, empty_files)
             answer = json.dumps({"files": [asdict(f) for f in found.files],
                                  "entries": [asdict(e) for e in found.entries]}, ensure_ascii=False)
         except (DeisFileError, OSError) as error:
