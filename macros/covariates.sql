@@ -1,21 +1,18 @@
 {#- Staging of a headerless two-column covariate file (commune code, value), as read by its
-    source: one row per line, the line number, the value typed. A value that does not parse is
-    kept as text and audited (int_audit__covariates), never guessed. -#}
+    source: one row per line, read strictly (macros/raw_text_files.sql) with its line number,
+    the value typed. A value that does not parse (a decimal comma, a third field, `1e3`) is kept
+    as text and audited (int_audit__covariates), never guessed. -#}
 {% macro stage_headerless_covariate(source_relation) -%}
-with source as (
-    select * from {{ source_relation }}
-),
-
-numbered as (
-    -- DuckDB keeps file order (preserve_insertion_order), so this is the line number.
-    select *, row_number() over () as source_line from source
+with lines as (
+    {{ raw_text_lines(source_relation) }}
 )
 
 select
-    lpad(trim(commune_code), 5, '0') as commune_code,
-    trim(value) as value_text,
-    try_cast(trim(value) as double) as value,
-    regexp_extract(filename, '[^/\\]+$') as source_file,
+    lpad(trim(fields[1]), 5, '0') as commune_code,
+    -- Everything after the first comma: `6,4` (a decimal comma) is shown as written.
+    trim(array_to_string(fields[2:], ',')) as value_text,
+    case when len(fields) = 2 then {{ decimal_number('fields[2]') }} end as value,
+    regexp_extract(source_file, '[^/\\]+$') as source_file,
     source_line
-from numbered
+from lines
 {%- endmacro %}

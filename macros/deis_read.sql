@@ -113,7 +113,8 @@
             ~ "'- module: infant_mortality.dbt_plugins.deis_files' under plugins: in the dbt profile") }}
     {%- endif -%}
     {%- set options = tojson({'max_member_bytes': int_var('deis_zip_max_member_bytes'),
-                              'max_ratio': number_var('deis_zip_max_ratio')}) -%}
+                              'max_ratio': number_var('deis_zip_max_ratio'),
+                              'empty_files': checked_var('deis_empty_files')}) -%}
     {%- set call -%}
         select imr_deis_inspect(
             {{ sql_string(path) }}, {{ sql_string(kind) }}, {{ string_var('deis_encoding') }},
@@ -238,12 +239,14 @@
 
 
 {#- read_csv of files sharing one layout: every column as text under its canonical DEIS name.
+    Each path is the file Python inspected, escaped so that DuckDB reads that very file and never
+    treats `[`, `*` or `?` in its name as a glob (duckdb_literal_path).
     DEIS fields are never quoted, so no quote character is set: a field that starts with a quote
     stays one field of one line instead of swallowing the following lines. -#}
 {% macro deis_read_csv(files) -%}
     {%- set first = files[0] -%}
     read_csv(
-        [{%- for file in files %}{{ sql_string(file.path) }}{{ ", " if not loop.last }}{% endfor -%}],
+        [{%- for file in files %}{{ sql_string(duckdb_literal_path(file.path)) }}{{ ", " if not loop.last }}{% endfor -%}],
         delim = ';',
         header = {{ "true" if first.header else "false" }},
         auto_detect = false,
@@ -259,4 +262,11 @@
 {#- A Python value as a typed SQL literal (text quoted by sql_string; NULL typed). -#}
 {% macro deis_sql_value(value, type) -%}
     {%- if value is none -%}cast(null as {{ type }}){%- elif type == 'varchar' -%}{{ sql_string(value) }}{%- else -%}cast({{ value }} as {{ type }}){%- endif -%}
+{%- endmacro %}
+
+
+{#- A path DuckDB's readers take literally: `[`, `*` and `?` (its glob characters) each written
+    as a one-character class, so `d[1].csv` reads d[1].csv, never d1.csv. -#}
+{% macro duckdb_literal_path(path) -%}
+    {{ return(path | replace('[', '[[]') | replace('*', '[*]') | replace('?', '[?]')) }}
 {%- endmacro %}

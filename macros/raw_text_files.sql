@@ -4,11 +4,14 @@
     line 1; blank lines count), so every problem names its file and line. Fields are split on
     commas: these files have no quoting. Nothing is cast unless it is a whole number. -#}
 
-{#- The lines of a text file read by `read_text` (the source's external_location): file name,
-    line number, the line without its carriage return / byte-order mark, its fields, and whether
-    it is a last line with no newline after it (a cut file: its last value may be truncated).
-    The header (line 1) must be exactly `header`, or the build stops naming the file. -#}
-{% macro raw_text_lines(relation, header) -%}
+{#- The lines of a text file read by `imr_read_text` (the source's external_location: the path
+    taken literally, bytes that are not UTF-8 stopped naming file and line): file name, line
+    number, the line without its carriage return / byte-order mark, its fields, and whether it is
+    a last line with no newline after it (a cut file: its last value may be truncated).
+    The header (line 1) must be exactly `header` (none: the file has no header), and the file
+    must hold at least one data line, or the build stops naming the file. -#}
+{% macro raw_text_lines(relation, header=none) -%}
+    {%- set first_data_line = 1 if header is none else 2 -%}
     with numbered as (
         select
             filename as source_file,
@@ -25,31 +28,52 @@
         ) as files
     ),
 
-    -- One row per file; a header that differs stops the build naming the file. Joined to every
-    -- line, so that the check runs whatever a reader filters on.
-    header_check as (
+    -- The empty string after the final newline is not a line.
+    real_lines as (
+        select * from numbered
+        where not (source_line = line_count and ends_with_newline)
+    ),
+
+    -- One row per file; a header that differs, or no data line at all, stops the build naming
+    -- the file. Joined to every line, so that the check runs whatever a reader filters on.
+    file_check as (
         select
             source_file,
-            case when line <> {{ sql_string(header) }}
-                then error('Unexpected header in ' || source_file || ' line 1: expected '
-                    || {{ sql_string(header) }} || ', got ' || line)
-            end as header_problem
-        from numbered
-        where source_line = 1
+            case
+                {%- if header is not none %}
+                when coalesce(max(case when source_line = 1 then line end), '') <> {{ sql_string(header) }}
+                    then error('Unexpected header in ' || source_file || ' line 1: expected '
+                        || {{ sql_string(header) }} || ', got ' || coalesce(max(case when source_line = 1 then line end), 'nothing'))
+                {%- endif %}
+                when count(case when source_line >= {{ first_data_line }} and trim(line) <> '' then 1 end) = 0
+                    then error(source_file || ' holds no data lines ('
+                        || {{ "'only its header'" if header is not none else "'it is empty'" }}
+                        || '): every count it should give would be missing. Put the data in the file, or point raw_data_dir at a folder with complete files')
+                {%- if header is not none %}
+                -- Not one data line split like the header: the file's separators are off (a comma
+                -- added or lost on every line), not a value here and there; auditing every line
+                -- would publish nothing and say little.
+                when count(case when source_line >= 2 and len(string_split(line, ',')) = {{ header.split(',') | length }} then 1 end) = 0
+                    then error(source_file || ' line 2: ' || cast(len(string_split(max(case when source_line = 2 then line end), ',')) as varchar)
+                        || ' comma-separated fields, and no data line has the header''s {{ header.split(',') | length }}'
+                        || ' (a comma added or missing on every line, e.g. a trailing comma?): write each line as '
+                        || {{ sql_string(header) }})
+                {%- endif %}
+            end as file_problem
+        from real_lines
+        group by source_file
     )
 
     select
-        numbered.source_file,
-        numbered.source_line,
-        numbered.line,
-        string_split(numbered.line, ',') as fields,
-        numbered.source_line = numbered.line_count and not numbered.ends_with_newline as is_unterminated_last_line
-    from numbered
-    inner join header_check on numbered.source_file = header_check.source_file
-    -- Line 1 is the header; the empty string after the final newline is not a line.
-    where numbered.source_line > 1
-        and not (numbered.source_line = numbered.line_count and numbered.ends_with_newline)
-        and header_check.header_problem is null
+        real_lines.source_file,
+        real_lines.source_line,
+        real_lines.line,
+        string_split(real_lines.line, ',') as fields,
+        real_lines.source_line = real_lines.line_count and not real_lines.ends_with_newline as is_unterminated_last_line
+    from real_lines
+    inner join file_check on real_lines.source_file = file_check.source_file
+    where real_lines.source_line >= {{ first_data_line }}
+        and file_check.file_problem is null
 {%- endmacro %}
 
 {#- A whole number written with digits only (after trimming), else null: `4.503`, `4503.7`,
@@ -57,6 +81,23 @@
 {% macro whole_number(text, digits='1,18') -%}
     case when regexp_full_match(trim({{ text }}), '[0-9]{% raw %}{{% endraw %}{{ digits }}{% raw %}}{% endraw %}')
         then cast(trim({{ text }}) as bigint) end
+{%- endmacro %}
+
+{#- Null, or a DuckDB error naming file and line when `count` is above var('max_plausible_count'):
+    such a count is a typo (an 18-digit births count) that no later check should have to meet. -#}
+{% macro implausible_count_stop(count, what) -%}
+    case when {{ count }} > {{ int_var('max_plausible_count') }}
+        then error(source_file || ' line ' || cast(source_line as varchar) || ': ' || {{ sql_string(what) }} || ' '
+            || cast({{ count }} as varchar) || ' is beyond any plausible count (dbt var max_plausible_count = '
+            || {{ sql_string(int_var('max_plausible_count')) }} || '): correct the value on that line')
+    end
+{%- endmacro %}
+
+{#- A decimal number written with digits and at most one decimal point (`6.4`, `-0.5`, `12`),
+    else null: `6,4`, `1e3`, `nan`, `inf` and blanks are not numbers here. -#}
+{% macro decimal_number(text) -%}
+    case when regexp_full_match(trim({{ text }}), '-?[0-9]{1,15}([.][0-9]{1,17})?')
+        then cast(trim({{ text }}) as double) end
 {%- endmacro %}
 
 {#- A commune code of 4 or 5 digits (4 when the leading zero of regions 01-09 was lost), padded

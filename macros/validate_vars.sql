@@ -46,10 +46,12 @@ input_year_max:          {type: int, optional: true, min: input_year_min}
 implausible_rate_per_1000: {type: number, above: 0}
 implausible_rate_min_deaths: {type: int, min: 0}
 derived_count_tolerance: {type: int, min: 0}
+max_plausible_count:     {type: int, min: 1}
 benchmark_min_deaths:    {type: int, min: 0}
 benchmark_communes:      {type: code_list, digits: 5}
 deis_zip_max_member_bytes: {type: int, min: 1}
 deis_zip_max_ratio:      {type: number, above: 0}
+deis_empty_files:        {values: [stop, audit]}
 deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
 duckdb_memory_limit:     {type: text}
@@ -93,7 +95,7 @@ external_deaths_tolerance_percent: {type: number, above: 0}
     -- raw_data_dir names a folder with files (a mistyped folder is named here, not as a missing CSV).
     select case when count(*) = 0
         then error({{ sql_string("dbt var raw_data_dir: no files in folder '" ~ var('raw_data_dir') ~ "'") }}) end
-    from glob({{ sql_string(var('raw_data_dir') ~ '/*') }})
+    from glob({{ sql_string(duckdb_literal_path(var('raw_data_dir')) ~ '/*') }})
     {%- endif -%}
 {%- endmacro %}
 

@@ -1,7 +1,9 @@
 -- The funnel plot's control limits, published for the report and BI tools (int_funnel_limits).
+-- Every column cast: a scope with no funnel (no analysis period with a regional rate) gives an
+-- empty frame, whose text columns pandas leaves untyped.
 select
-    region_code,
-    indicator,
+    cast(region_code as varchar) as region_code,
+    cast(indicator as varchar) as indicator,
     cast(period_start as integer) as period_start,
     cast(period_end as integer) as period_end,
     cast(grid_point as integer) as grid_point,

@@ -49,12 +49,14 @@ def _same(clean: tuple, faulted: tuple) -> bool:
     return (c_deaths, c_births) == (f_deaths, f_births) and math.isclose(c_rate, f_rate, rel_tol=1e-12)
 
 
-def check_promise(clean_db: Path | str, faulted_db: Path | str) -> list[str]:
-    """Violations of the promise, one sentence each (an empty list: the promise holds)."""
+def check_promise(clean_db: Path | str, faulted_db: Path | str, years: range | None = None) -> list[str]:
+    """Violations of the promise, one sentence each (an empty list: the promise holds). `years`:
+    compare only the cells of these years (a valid setting such as input_year_max narrows them)."""
     clean, _ = _read(clean_db)
     faulted, audit = _read(faulted_db)
     violations = []
-    for cell in sorted(set(clean) | set(faulted), key=lambda c: tuple(map(str, c))):
+    cells = set(clean) | set(faulted)
+    for cell in sorted((c for c in cells if years is None or c[2] in years), key=lambda c: tuple(map(str, c))):
         name = "{}={} year={} {}".format(*cell)
         clean_value, faulted_value = clean.get(cell), faulted.get(cell)
         faulted_published = faulted_value is not None and faulted_value[2] is not None
@@ -68,3 +70,26 @@ def check_promise(clean_db: Path | str, faulted_db: Path | str) -> list[str]:
         elif clean_published and not faulted_published and not _is_audited(cell, audit):
             violations.append(f"{name}: rate {clean_value[2]!r} became unavailable with no audit row naming the cell")
     return violations
+
+
+def differing_marts(clean_db: Path | str, other_db: Path | str,
+                    ignore: tuple[str, ...] = ("meta_build", "audit_input_files")) -> dict[str, int]:
+    """Every mart compared cell by cell (as whole rows, both ways): {mart: rows that differ} for
+    the marts that are not identical. meta_build (build time, vars) and audit_input_files (paths)
+    name the build, not its numbers."""
+    with duckdb.connect() as con:
+        con.execute("attach ? as clean (read_only)", [str(clean_db)])
+        con.execute("attach ? as other (read_only)", [str(other_db)])
+        names = [row[0] for row in con.execute(
+            "select table_name from duckdb_tables() where database_name = 'clean' and schema_name = 'marts' "
+            "order by table_name").fetchall()]
+        differing = {}
+        for name in names:
+            if name in ignore:
+                continue
+            a, b = f"clean.marts.{name}", f"other.marts.{name}"
+            (rows,) = con.execute(f"select (select count(*) from (from {a} except all from {b})) "
+                                  f"+ (select count(*) from (from {b} except all from {a}))").fetchone()
+            if rows:
+                differing[name] = rows
+    return differing

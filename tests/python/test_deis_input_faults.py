@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
+from infant_mortality.dbt_plugins.deis_files import DEATHS_COLUMNS
 from infant_mortality.tools.generate_deis import Options, generate
 from promise import check_promise
 
@@ -401,3 +402,116 @@ def test_binary_content_inside_a_deflated_member_is_refused(tmp_path):
         z.writestr("d.csv", b"ANO_DEF;X\n" + bytes(100) + b"2019;1\n")
     with pytest.raises(deis_files.DeisFileError, match="binary content"):
         _unpack_one(deis_files, archive, tmp_path / "cache")
+
+
+# --- Round two (issue 28): coverage, literal paths, content-keyed cache, cut files ----------
+
+def test_a_year_with_births_and_no_deaths_file_is_unavailable_and_audited_never_zero(clean, tmp_path):
+    # Births of 2017 with a deaths file that holds only 2018-2019: every 2017 IMR was once 0.0.
+    files = copy_inputs(clean, tmp_path)
+    births = files / "nacimientos"
+    text = (births / "synthetic_deis_births_2018.csv").read_bytes().decode("latin-1").split("\n")
+    (births / "births_2017.csv").write_bytes("\n".join(
+        [text[0]] + [line.replace("2018;", "2017;", 1) for line in text[1:]]).encode("latin-1"))
+    database = assert_promise(clean, tmp_path, files / DEATHS, births)
+    cells = query(database, "select area_level, rate_per_1000, deaths, unavailable_reason from marts.fct_area_year_rates "
+                            "where year = 2017")
+    assert cells and all(rate is None and deaths is None for _, rate, deaths, _ in cells)
+    assert {reason for level, _, _, reason in cells if level == "commune"} == {"deaths_input_missing_year"}
+    audited = query(database, "select distinct commune_code from marts.audit_data_quality "
+                              "where year = 2017 and check_name = 'deaths_input_missing_year'")
+    assert len(audited) == 4   # the four communes of Arica y Parinacota
+
+
+def test_two_deaths_files_holding_one_year_stop_the_build_naming_both(clean, tmp_path):
+    # The official 1990-2019 file and a later per-year file both hold 2019: once summed (IMR doubled).
+    files = copy_inputs(clean, tmp_path)
+    folder = tmp_path / "defunciones"
+    folder.mkdir()
+    shutil.copy(files / DEATHS, folder / DEATHS)
+    lines = (files / DEATHS).read_bytes().split(b"\n")
+    (folder / "defunciones_2019.csv").write_bytes(b"\n".join(l for l in lines if l.startswith(b"2019;")) + b"\n")
+    assert_stops(tmp_path, folder, files / "nacimientos", "DEIS deaths input: year 2019 is in 2 files",
+                 f"{folder / 'defunciones_2019.csv'} line 1", f"{folder / DEATHS} line")
+
+
+def test_a_deaths_file_with_only_a_header_stops_the_build_naming_it(clean, tmp_path):
+    # Once every rate was published as 0.0.
+    files = copy_inputs(clean, tmp_path)
+    header_only = tmp_path / "defunciones.csv"
+    header_only.write_text(";".join(DEATHS_COLUMNS) + "\n", encoding="latin-1")
+    assert_stops(tmp_path, header_only, files / "nacimientos", f"{header_only}: only a header, no deaths records")
+
+
+def test_paths_are_taken_literally_by_the_inspection_and_by_duckdb(clean, tmp_path):
+    # `br[1]/deaths[1].csv` was read as br1/deaths1.csv by DuckDB's glob.
+    files = copy_inputs(clean, tmp_path)
+    named = tmp_path / "br[1] {x} ?*'ñ"
+    (named / "nac").mkdir(parents=True)
+    shutil.copy(files / DEATHS, named / "deaths[1].csv")
+    for path in (files / "nacimientos").iterdir():
+        shutil.copy(path, named / "nac" / path.name)
+    (tmp_path / "br1").mkdir()
+    (tmp_path / "br1" / "deaths1.csv").write_bytes((files / DEATHS).read_bytes()[:3000])   # the decoy
+    database = assert_promise(clean, tmp_path, named / "deaths[1].csv", named / "nac")
+    entries = query(database, "select entry, sha256 from marts.audit_input_files where input = 'deis_deaths'")
+    import hashlib
+    assert entries == [(str(named / "deaths[1].csv"), hashlib.sha256((files / DEATHS).read_bytes()).hexdigest())]
+
+
+def test_a_glob_is_read_only_in_its_documented_form(tmp_path):
+    from infant_mortality.dbt_plugins import deis_files
+    (tmp_path / "d1.csv").write_text("x")
+    (tmp_path / "d2.csv").write_text("x")
+    assert deis_files.expand_paths(str(tmp_path / "d*.csv")) == [str(tmp_path / "d1.csv"), str(tmp_path / "d2.csv")]
+    with pytest.raises(deis_files.DeisFileError, match=r"d\[1\]\.csv: no such file"):
+        deis_files.expand_paths(str(tmp_path / "d[1].csv"))   # `[` is no glob: never d1.csv
+
+
+def test_a_zip_replaced_by_another_of_the_same_size_and_time_is_never_read_stale(tmp_path):
+    import hashlib
+    import os
+
+    from infant_mortality.dbt_plugins import deis_files
+    header = ";".join(deis_files.DEATHS_COLUMNS)
+    record = lambda year: ";".join([str(year), f"{year}-01-01", "Hombre", "1", "57", "15101"] + ["x"] * 21)
+    archive = tmp_path / "defunciones.zip"
+    for year in (2018, 2019):   # same length, other content
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+            info = zipfile.ZipInfo("defunciones.csv", date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, f"{header}\n{record(year)}\n")
+        os.utime(archive, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+        found = deis_files.inspect_all(str(archive), "deaths", cache_dir=tmp_path / "cache")
+        (member,) = found.files
+        assert gzip.decompress(Path(member.path).read_bytes()).decode().split("\n")[1].startswith(str(year))
+        zip_entry = next(e for e in found.entries if e.entry_type == "zip_archive")
+        assert zip_entry.sha256 == hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert len(list((tmp_path / "cache").iterdir())) == 2   # one folder per content
+
+
+def test_a_cut_gzip_file_stops_naming_it_not_a_bare_eof_error(clean, tmp_path):
+    from infant_mortality.dbt_plugins import deis_files
+    files, _ = clean
+    cut = tmp_path / "defunciones.csv.gz"
+    cut.write_bytes(gzip.compress((files / DEATHS).read_bytes())[:-4000])
+    with pytest.raises(deis_files.DeisFileError, match=r"defunciones\.csv\.gz: the compressed file is damaged "
+                                                       r"or cut short .*download or compress it again"):
+        deis_files.inspect(str(cut), "deaths")
+
+
+def test_with_the_audit_policy_a_file_without_records_is_listed_as_not_read(clean, tmp_path):
+    files = copy_inputs(clean, tmp_path)
+    folder = tmp_path / "defunciones"
+    folder.mkdir()
+    shutil.copy(files / DEATHS, folder / DEATHS)
+    (folder / "defunciones_2020.csv").write_text(";".join(DEATHS_COLUMNS) + "\n", encoding="latin-1")
+    assert_stops(tmp_path, folder, files / "nacimientos", "defunciones_2020.csv: only a header, no deaths records",
+                 "deis_empty_files: audit")
+    database = tmp_path / "audited.duckdb"
+    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_input_files"], database,
+            micro_vars(folder, files / "nacimientos", tmp_path / "cache", deis_empty_files="audit"))
+    entries = dict(query(database, "select entry, action from marts.audit_input_files where input = 'deis_deaths'"))
+    assert entries == {str(folder / DEATHS): "read",
+                       str(folder / "defunciones_2020.csv"): "not read: no records (deis_empty_files: audit); "
+                                                             "a year no other file holds is unavailable"}

@@ -19,7 +19,7 @@ from typing import Callable
 import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
-from promise import check_promise
+from promise import check_promise, differing_marts
 
 INE = "ine_vital_statistics_chile_2010_2019.csv"
 DEIS = "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"
@@ -212,6 +212,21 @@ STOPPING_FAULTS = [
      "Duplicated row in {file} line 3: same key as line 2 (commune=01101 year=1990 sex=Hombre age_group=75+)"),
     ("strict parsing", "unexpected header (columns renamed)", INE,
      lambda lines: (["year,commune,name,event,sex,count\n"] + lines[1:], 1), "Unexpected header in {file} line 1"),
+    # Round two (issue 28): each once ended elsewhere (no line, a contract error, the scope vars,
+    # a ridit outside [0, 1]).
+    ("strict parsing", "a latin-1 byte in one line (line 101)", INE,
+     lambda lines: (lines[:100] + [lines[100].rstrip("\n") + "\udce9\n"] + lines[101:], 101),
+     "{file} line 101: byte 0xE9 is not UTF-8 text (the file looks latin-1 encoded); save the file as UTF-8"),
+    ("strict parsing", "a header and no data lines", INE,
+     lambda lines: (lines[:1], 1), "{file} holds no data lines (only its header)"),
+    ("strict parsing", "a trailing comma on every data line", INE,
+     lambda lines: (lines[:1] + [line.rstrip("\n") + ",\n" for line in lines[1:]], 2),
+     "{file} line 2: 7 comma-separated fields, and no data line has the header's 6 (a comma added or missing "
+     "on every line, e.g. a trailing comma?)"),
+    ("plausibility", "an 18-digit births count (Iquique 2010)", INE,
+     lambda lines: (lines[:1] + [lines[1].rsplit(",", 1)[0] + ",123456789012345678\n"] + lines[2:], 2),
+     "{file} line 2: count 123456789012345678 is beyond any plausible count (dbt var max_plausible_count = "
+     "1000000): correct the value on that line"),
 ]
 
 
@@ -229,7 +244,7 @@ def test_faults_that_stop_the_build_name_file_line_and_key(stop_folder, fault_cl
     path = raw / file
     clean = (REPO_ROOT / "data" / "raw" / file).read_text(encoding="utf-8")
     lines, _ = mutate(clean.splitlines(keepends=True))
-    path.write_text("".join(lines), encoding="utf-8")
+    path.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")   # \udce9: the byte 0xE9
     try:
         result = run_dbt(["run", "--select", "+int_ine__commune_year_counts"], database,
                          {"raw_data_dir": str(raw)}, check=False)
@@ -238,6 +253,54 @@ def test_faults_that_stop_the_build_name_file_line_and_key(stop_folder, fault_cl
     assert result.returncode != 0
     assert message.format(file=path) in result.stdout, result.stdout[-3000:]
     RESULTS.append((fault_class, case, "build stopped: " + message.format(file=file)))
+
+
+def test_a_raw_data_dir_named_with_glob_characters_is_read_literally(bundled_warehouse, tmp_path):
+    # `br[1]` once read the folder br1: here a decoy that DuckDB's glob would match holds a
+    # header-only INE file. The build reads the folder named, every mart equal to the clean one.
+    raw = copy_raw(tmp_path / "br[1] {a,b} *?' ñ")
+    decoy = tmp_path / "br1 {a,b} zz' ñ"
+    decoy.mkdir()
+    (decoy / INE).write_text((raw / INE).read_text(encoding="utf-8").split("\n")[0] + "\n", encoding="utf-8")
+    database = tmp_path / "literal.duckdb"
+    run_dbt(["build", "--exclude", "fct_trends"], database, {"raw_data_dir": str(raw)})
+    assert differing_marts(bundled_warehouse, database, ignore=("meta_build", "audit_input_files", "fct_trends",
+                                                                "audit_data_quality")) == {}
+    # The audit names the files by the folder each build read: equal once that folder is set aside.
+    audit_sql = "select * replace (regexp_replace(source_file, '^.*/', '') as source_file) from marts.audit_data_quality"
+    assert sorted(map(str, query(database, audit_sql))) == sorted(map(str, query(bundled_warehouse, audit_sql)))
+    read = query(database, "select entry from marts.audit_input_files where action like 'read%' order by entry")
+    assert read and all(entry.startswith(str(raw)) for (entry,) in read)
+    RESULTS.append(("paths are literal", "raw_data_dir named br[1] {a,b} *?' ñ beside a decoy br1 ...",
+                    "built from the folder named; every mart equal to the clean build"))
+
+
+def test_the_valid_setting_input_year_max_2015_builds_and_keeps_the_promise(bundled_warehouse, tmp_path):
+    # Once ended in a fct_funnel_limits contract error.
+    database = tmp_path / "to_2015.duckdb"
+    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+fct_area_year_rates", "+fct_funnel_limits",
+             "+audit_data_quality"], database, {"input_year_max": 2015})
+    assert check_promise(bundled_warehouse, database, years=range(2010, 2016)) == []
+    assert query(database, "select max(year) from marts.fct_area_year_rates") == [(2015,)]
+    RESULTS.append(("valid settings", "input_year_max: 2015", "built; every cell to 2015 equal to the clean build"))
+
+
+def test_a_decimal_comma_in_a_covariate_line_is_audited_with_its_line(tmp_path):
+    # The covariates were read with a sniffing read_csv: this ended in a DuckDB Binder error.
+    raw = copy_raw(tmp_path / "raw")
+    path = raw / "covariates" / "income_poverty_2013_rm.csv"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    code, value = lines[4].split(",")
+    lines[4] = f"{code},{value.replace('.', ',')}"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    database = tmp_path / "covariates.duckdb"
+    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+int_stratifier_values"], database,
+            {"raw_data_dir": str(raw)})
+    problems = query(database, "select source_file, source_line, commune_code, value_text, problem "
+                               "from intermediate.int_stratifier_values where problem is not null")
+    assert problems == [("income_poverty_2013_rm.csv", 5, code, value.replace(".", ","), "value_not_numeric")]
+    RESULTS.append(("strict parsing", "a decimal comma in one covariate line",
+                    "built; the commune left out of that stratifier, audited at its line"))
 
 
 def test_zz_fault_table(bundled_warehouse, shared_build):
@@ -250,4 +313,4 @@ def test_zz_fault_table(bundled_warehouse, shared_build):
         print("| " + " | ".join(row) + " |")
     print(f"\nPublished numbers that differed from the clean build: {differing}")
     assert differing == 0
-    assert len(RESULTS) == len(SHARED_FAULTS) + len(STOPPING_FAULTS) + 1
+    assert len(RESULTS) == len(SHARED_FAULTS) + len(STOPPING_FAULTS) + 4

@@ -623,3 +623,29 @@ def test_publish_errors_are_one_sentence_not_tracebacks(tmp_path):
         assert result.returncode == 1, label
         assert len(lines) == 1 and lines[0].startswith("publish FAILED: ") and expected in lines[0], (label, lines)
         assert "Traceback" not in result.stderr + result.stdout, label
+
+
+@pytest.mark.parametrize("damage", ["stable database link deleted", "parquet link deleted",
+                                    "file the manifest does not list", "current led outside releases"])
+def test_check_fails_on_every_missing_link_and_every_unlisted_file(published, tmp_path, damage):
+    # `publish --check` once said OK after the stable link had been deleted (issue 28).
+    path = copy_published(published.path, tmp_path)
+    folder = path.parent
+    assert run_publish(path, "--check").returncode == 0
+    release = (folder / "current").resolve()
+    if damage == "stable database link deleted":
+        path.unlink()
+        expected = f"{path} is missing or is not the link current/{NAME}"
+    elif damage == "parquet link deleted":
+        (folder / "parquet").unlink()
+        expected = f"{folder / 'parquet'} is missing or is not the link current/parquet"
+    elif damage == "file the manifest does not list":
+        (release / "parquet" / "extra.parquet").write_bytes(b"PAR1")
+        expected = "holds files its manifest does not list: parquet/extra.parquet"
+    else:
+        shutil.copytree(release, tmp_path / "elsewhere", symlinks=True)
+        (folder / "current").unlink()
+        (folder / "current").symlink_to(tmp_path / "elsewhere")
+        expected = "not to a release under"
+    check = run_publish(path, "--check")
+    assert check.returncode == 1 and expected in check.stderr, check.stderr

@@ -300,3 +300,40 @@ def test_printed_results_show_missing_values_one_way_and_text_without_padding(bu
     assert min(len(line) for line in rows) < name_width + 2 + 60
     area_level = next(line for line in rows if line.startswith("area_level "))
     assert area_level.split(None, 1)[1].startswith("`commune`")  # no leading padding before the text
+
+
+def test_csv_target_may_not_be_another_warehouse_a_release_or_any_database(warehouse_copy, tmp_path):
+    # `--csv` once replaced another published warehouse's database link, and a Parquet mart in
+    # its live release, with a CSV (issue 28). Here a second published layout, and loose files.
+    import duckdb
+    other = tmp_path / "other"
+    release = other / "releases" / "20260101T000000Z-abcdef"
+    (release / "parquet").mkdir(parents=True)
+    with duckdb.connect(str(release / "infant_mortality.duckdb")) as con:
+        con.execute("create table t as select 1 as x")
+        con.execute(f"copy t to '{release / 'parquet' / 't.parquet'}' (format parquet)")
+    (release / "RELEASE.json").write_text("{}")
+    (other / "current").symlink_to("releases/" + release.name)
+    (other / "infant_mortality.duckdb").symlink_to("current/infant_mortality.duckdb")
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copyfile(release / "infant_mortality.duckdb", loose / "notebook.data")   # a database by its bytes
+    shutil.copyfile(release / "parquet" / "t.parquet", loose / "export.bin")        # Parquet by its bytes
+    (loose / "layer.gpkg").write_bytes(b"SQLite format 3\x00" + bytes(100))
+    (loose / "alias.csv").symlink_to(loose / "notebook.data")
+    targets = {other / "infant_mortality.duckdb": "inside the published warehouse or release",
+               other / "current" / "parquet" / "t.parquet": "inside the published warehouse or release",
+               release / "new.csv": "inside the published warehouse or release",
+               other / "notes.csv": "inside the published warehouse or release",
+               loose / "notebook.data": "a database, Parquet or GeoPackage",
+               loose / "export.bin": "a database, Parquet or GeoPackage",
+               loose / "layer.gpkg": "a database, Parquet or GeoPackage",
+               loose / "alias.csv": "a database, Parquet or GeoPackage",
+               loose / "fresh.duckdb": "a database, Parquet or GeoPackage"}
+    before = {p: sha256(p) for p in [*release.rglob("*"), *loose.iterdir()] if p.is_file()}
+    for target, message in targets.items():
+        result = run_query("select 1 as x", "--csv", str(target), env_path=warehouse_copy)
+        assert result.returncode == 1 and message in result.stderr, (target, result.stderr)
+    assert {p: sha256(p) for p in before} == before
+    assert not (release / "new.csv").exists() and not (other / "notes.csv").exists()
+    assert run_query("select 1 as x", "--csv", str(loose / "ok.csv"), env_path=warehouse_copy).returncode == 0

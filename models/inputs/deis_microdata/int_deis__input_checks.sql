@@ -3,7 +3,8 @@
 --   1. Every line of every file became a record: records staged = lines - header - blank lines,
 --      per file (Python counted the lines; a mismatch means DuckDB merged or split lines).
 --   2. Malformed years, commune codes and ages (var deis_malformed_records = stop, the default).
---   3. Two births files hold records of the same year (a copy, or overlapping extracts).
+--   3. Two files of one kind hold records of the same year (a copy, overlapping extracts such
+--      as the official 1990-2019 deaths file and a per-year one): int_deis__file_years.
 -- With no failure the model is one row per input file with its counts (read by audit_input_files).
 {%- set policy = checked_var('deis_malformed_records') %}
 
@@ -87,19 +88,18 @@ malformed_failures as (
     {% endif %}
 ),
 
-births_file_years as (
-    select birth_year, source_file, min(source_line) as first_line
-    from births
-    where birth_year is not null
-    group by birth_year, source_file
+file_years as (
+    select * from {{ ref('int_deis__file_years') }}
 ),
 
 overlap_failures as (
-    select 'DEIS births input: year ' || birth_year || ' is in ' || count(*) || ' files ('
+    select 'DEIS ' || kind || ' input: year ' || year || ' is in ' || count(*) || ' files ('
         || string_agg(source_file || ' line ' || first_line, ', ' order by source_file)
-        || '); each year must come from one births base, or its births would be counted twice' as message
-    from births_file_years
-    group by birth_year
+        || '); each year must come from one ' || kind || ' file, or its ' || kind
+        || ' would be counted twice: remove that year from all but one file (or the file from deis_'
+        || kind || '_path)' as message
+    from file_years
+    group by kind, year
     having count(*) > 1
 ),
 

@@ -3,7 +3,9 @@
 DuckDB reads the records itself (the staging models call `read_csv`); this module only decides
 *how* each file is to be read, and refuses inputs that cannot be read safely or are not DEIS files:
 
-- a path may be a file, a glob, a folder or a published ZIP. Every entry is listed (the manifest
+- a path may be a file, a folder or a published ZIP, taken literally whatever characters it
+  holds, or a glob (only when nothing has that name and it holds `*` or `?`: is_glob); ZIPs are
+  cached under the SHA-256 of their bytes. Every entry is listed (the manifest
   behind `marts.audit_input_files`); `.csv`, `.txt`, `.csv.gz`/`.txt.gz` and `.zip` are read, an
   entry with any other extension stops the build (a hidden file or a sub-folder is listed and
   not read);
@@ -146,6 +148,10 @@ class DeisFileError(ValueError):
     """A path that does not hold DEIS files in an accepted layout, or that is unsafe to read."""
 
 
+class EmptyDeisFile(DeisFileError):
+    """A DEIS file with no records (only a header or blank lines): var deis_empty_files decides."""
+
+
 @dataclass(frozen=True)
 class DeisFile:
     """How DuckDB should read one file, and what the file is.
@@ -205,19 +211,29 @@ def _suffix_action(name: str) -> str | None:
         f"(move this file out of the folder, or point the path at the DEIS files only)")
 
 
+def is_glob(spec: str) -> bool:
+    """Whether `spec` is read as a glob: only when no file or folder has that very name and it
+    holds `*` or `?` (the documented glob form). `[`, `]`, `{` are ordinary characters of a name."""
+    return not os.path.exists(spec) and any(ch in spec for ch in "*?")
+
+
+def _candidates(spec: str) -> list[str]:
+    """The entries a path names, taken literally (a file, or a folder's entries) unless a glob."""
+    if is_glob(spec):
+        return sorted(glob.glob(glob.escape(spec).replace("[*]", "*").replace("[?]", "?")))
+    if os.path.isdir(spec):
+        return sorted(str(p) for p in Path(spec).iterdir())
+    return [spec]
+
+
 def expand_paths(spec: str, entries: list[Entry] | None = None) -> list[str]:
-    """The files to read named by a file, a folder or a glob, in sorted order.
+    """The files to read named by a file, a folder or a glob (is_glob), in sorted order.
 
     Every entry seen is appended to `entries` (folders and hidden files as not read); an entry
     with an unknown extension stops with DeisFileError naming it.
     """
     entries = [] if entries is None else entries
-    if any(ch in spec for ch in "*?["):
-        candidates = sorted(glob.glob(spec))
-    elif os.path.isdir(spec):
-        candidates = sorted(str(p) for p in Path(spec).iterdir())
-    else:
-        candidates = [spec]
+    candidates = _candidates(spec)
     paths = []
     for path in candidates:
         if os.path.isdir(path):
@@ -250,8 +266,17 @@ def _safe_member_path(folder: Path, name: str, zip_path: str) -> Path:
     return target
 
 
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits: Limits = Limits(),
-               entries: list[Entry] | None = None) -> list[tuple[str, Path, tuple | None]]:
+               entries: list[Entry] | None = None,
+               zip_sha256: str | None = None) -> list[tuple[str, Path, tuple | None]]:
     """Extract the text members of a published ZIP once; return (member name, extracted path,
     scan) with scan the LineScan result of the bytes written, or None when the member was
     already in the cache (not unpacked again).
@@ -260,11 +285,14 @@ def unpack_zip(zip_path: str, cache_dir: str | os.PathLike | None = None, limits
     folder, its declared size and compression ratio must be within `limits`, its extension must
     be a text one, and its first bytes must be text. Extraction streams and stops as soon as a
     member writes more bytes than declared or than the bound.
+
+    The cache folder is keyed by the sha256 of the ZIP's bytes (`zip_sha256`, computed when not
+    given), never by its name, size or time: a ZIP replaced by another of the same size and time
+    is unpacked anew, not read from the copy of the old one.
     """
     entries = [] if entries is None else entries
-    stat = os.stat(zip_path)
-    key = hashlib.sha1(f"{os.path.abspath(zip_path)}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    folder = Path(cache_dir or default_cache_dir()) / f"{Path(zip_path).stem}-{key.hexdigest()[:12]}"
+    digest = zip_sha256 or file_sha256(zip_path)
+    folder = Path(cache_dir or default_cache_dir()) / f"{Path(zip_path).stem}-{digest[:32]}"
     try:
         archive = zipfile.ZipFile(zip_path)
     except zipfile.BadZipFile as error:
@@ -566,10 +594,19 @@ class _LineSearch:
 def scan_lines(path: str, compression: str = "none") -> tuple[int, tuple[int, ...], str, int]:
     """(lines, numbers of the blank lines, sha256 of the bytes read, bytes read): see LineScan."""
     scan = LineScan()
-    with _open_bytes(path, compression) as handle:
-        while chunk := handle.read(CHUNK):
-            scan.update(chunk)
+    try:
+        with _open_bytes(path, compression) as handle:
+            while chunk := handle.read(CHUNK):
+                scan.update(chunk)
+    except (EOFError, OSError) as error:   # a cut or damaged .gz: igzip raises at the cut
+        raise _damaged_gzip(path, scan.result()[0], error) from None
     return scan.result()
+
+
+def _damaged_gzip(shown: str, lines: int, error: Exception) -> DeisFileError:
+    where = f"after line {lines:,}" if lines else "within its first lines"
+    return DeisFileError(f"{shown}: the compressed file is damaged or cut short {where} "
+                         f"({error or type(error).__name__}); download or compress it again")
 
 
 def _first_lines(path: str, encoding: str, compression: str) -> list[str]:
@@ -670,12 +707,17 @@ def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | 
         _check_text_head(head, shown)
     except DeisFileError as error:
         raise DeisFileError(f"{error}; expected {expected}") from None
-    encoding = detect_encoding(path, compression) if encoding in (None, "", "auto") \
-        else ENCODINGS.get(encoding.lower())
+    try:
+        encoding = detect_encoding(path, compression) if encoding in (None, "", "auto") \
+            else ENCODINGS.get(encoding.lower())
+    except (EOFError, OSError) as error:
+        raise _damaged_gzip(shown, 0, error) from None
     if encoding is None:
         raise DeisFileError(f"{shown}: unsupported encoding; use auto, latin-1 or utf-8")
     try:
         lines = _first_lines(path, encoding, compression)
+    except (EOFError, OSError) as error:
+        raise _damaged_gzip(shown, 0, error) from None
     except UnicodeDecodeError as error:
         raise DeisFileError(f"{shown}: not {encoding} text ({error}); set deis_encoding to 'auto' or "
                             f"the file's encoding") from None
@@ -696,6 +738,12 @@ def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | 
             raise DeisFileError(f"{shown}: line {number} has {count} column(s), line 1 has "
                                 f"{len(columns)}; expected {expected}")
     n_lines, blank, digest, size = scanned or scan_lines(path, compression)
+    if n_lines - int(header) - len(blank) == 0:
+        raise EmptyDeisFile(
+            f"{shown}: {'only a header' if header else 'only blank lines'}, no {kind} records; "
+            f"a file without records would be read as zero {kind} in every year it should cover: "
+            f"remove it from deis_{kind}_path, or put its records in it (or build with --vars "
+            f"'{{deis_empty_files: audit}}' to list it as not read)")
     return DeisFile(path=os.path.abspath(path), source_file=shown, encoding=encoding, header=header,
                     columns=tuple(columns), layout=layout,
                     generated=PurePosixPath(shown).name.lower().startswith(GENERATED_PREFIX),
@@ -709,26 +757,42 @@ class Inspection:
     entries: list[Entry] = field(default_factory=list)
 
 
+EMPTY_FILE_ACTION = ("not read: no records (deis_empty_files: audit); a year no other file holds is "
+                     "unavailable")
+
+
 def inspect_all(spec: str, kind: str, encoding: str = "auto", cache_dir: str | os.PathLike | None = None,
-                limits: Limits = Limits()) -> Inspection:
-    """Every entry named by `spec` (file, folder, glob or ZIP), the text files sniffed for `kind`."""
+                limits: Limits = Limits(), empty_files: str = "stop") -> Inspection:
+    """Every entry named by `spec` (file, folder, glob or ZIP), the text files sniffed for `kind`.
+    A file without records stops (EmptyDeisFile), or with empty_files='audit' is listed as not read."""
     if kind not in KINDS:
         raise DeisFileError(f"unknown DEIS file kind {kind!r}; expected one of {list(KINDS)}")
     result = Inspection()
+
+    def sniff(path: str, entry_type: str, **how) -> DeisFile | None:
+        shown = how.get("source_file") or path
+        try:
+            return sniff_file(path, kind, encoding, **how)
+        except EmptyDeisFile:
+            if empty_files != "audit":
+                raise
+            result.entries.append(Entry(shown, entry_type, EMPTY_FILE_ACTION, os.path.getsize(path)))
+            return None
+
     for path in expand_paths(spec, result.entries):
         if path.lower().endswith(".zip"):
             if not zipfile.is_zipfile(path):
                 raise DeisFileError(f"{path}: not a readable ZIP archive")
+            digest = file_sha256(path)
             result.entries.append(Entry(path, "zip_archive", "read: members listed below",
-                                        os.path.getsize(path)))
-            for member, extracted, scanned in unpack_zip(path, cache_dir, limits, result.entries):
-                found = sniff_file(str(extracted), kind, encoding, source_file=f"{path}/{member}",
-                                   scanned=scanned)
-                result.files.append(found)
-                result.entries.append(Entry(found.source_file, "zip_member", "read", found.size_bytes,
-                                            found.sha256))
-        else:
-            found = sniff_file(path, kind, encoding)
+                                        os.path.getsize(path), digest))
+            for member, extracted, scanned in unpack_zip(path, cache_dir, limits, result.entries, digest):
+                found = sniff(str(extracted), "zip_member", source_file=f"{path}/{member}", scanned=scanned)
+                if found:
+                    result.files.append(found)
+                    result.entries.append(Entry(found.source_file, "zip_member", "read", found.size_bytes,
+                                                found.sha256))
+        elif found := sniff(path, "file"):
             result.files.append(found)
             result.entries.append(Entry(path, "file", "read", found.size_bytes, found.sha256))
     _refuse_duplicates(result.files)
@@ -762,8 +826,7 @@ _INSPECTING: dict[tuple, threading.Lock] = {}
 
 def _signature(spec: str) -> tuple:
     try:
-        paths = sorted(glob.glob(spec)) if any(ch in spec for ch in "*?[") else (
-            sorted(str(p) for p in Path(spec).iterdir()) if os.path.isdir(spec) else [spec])
+        paths = _candidates(spec)
         return tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
     except OSError:
         return (uuid.uuid4().hex,)  # unreadable: never cached, the inspection says why
@@ -775,7 +838,8 @@ def inspect_json(spec: str, kind: str, encoding: str = "auto", cache_dir: str | 
     settings = json.loads(options or "{}")
     limits = Limits(int(settings.get("max_member_bytes", Limits.max_member_bytes)),
                     float(settings.get("max_ratio", Limits.max_ratio)))
-    key = (spec, kind, encoding, cache_dir, limits, _signature(spec))
+    empty_files = settings.get("empty_files", "stop")
+    key = (spec, kind, encoding, cache_dir, limits, empty_files, _signature(spec))
     with _CACHE_LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -785,7 +849,7 @@ def inspect_json(spec: str, kind: str, encoding: str = "auto", cache_dir: str | 
             if key in _CACHE:
                 return _CACHE[key]
         try:
-            found = inspect_all(spec, kind, encoding or "auto", cache_dir or None, limits)
+            found = inspect_all(spec, kind, encoding or "auto", cache_dir or None, limits, empty_files)
             answer = json.dumps({"files": [asdict(f) for f in found.files],
                                  "entries": [asdict(e) for e in found.entries]}, ensure_ascii=False)
         except (DeisFileError, OSError) as error:
@@ -814,6 +878,28 @@ def raw_files_json(folder: str, used: str) -> str:
                          "lines": lines, "blank_lines": len(blank),
                          "action": "read" if name in read else "not read: no dbt source uses this file"})
     return json.dumps({"entries": rows}, ensure_ascii=False)
+
+
+def read_text_strict(path: str) -> str:
+    """The text of one aggregate input file (INE, DEIS aggregates, covariates), for the staging
+    models' strict line-by-line reading (macros/raw_text_files.sql). The path is taken literally
+    (no glob); a missing file, a cut .gz or bytes that are not UTF-8 stop with DeisFileError
+    naming the file, the line and what to do."""
+    if not os.path.isfile(path):
+        raise DeisFileError(f"{path}: no such file; set raw_data_dir to the folder that holds it")
+    compression = "gzip" if path.lower().endswith(".gz") else "none"
+    try:
+        with _open_bytes(path, compression) as handle:
+            data = handle.read()
+    except (EOFError, OSError) as error:
+        raise _damaged_gzip(path, 0, error) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DeisFileError(
+            f"{path} line {line}: byte 0x{data[error.start]:02X} is not UTF-8 text (the file looks "
+            f"latin-1 encoded); save the file as UTF-8") from None
 
 
 CONTROL_NAMES = {
@@ -871,13 +957,14 @@ def control_totals_json(path: str) -> str:
 def register_functions(conn) -> None:
     """Create `imr_deis_inspect(path, kind, encoding, cache_dir, options) -> VARCHAR` (JSON) and
     `imr_raw_files(folder, used) -> VARCHAR` and `imr_births_control(path) -> VARCHAR` (JSON)
-    on a connection."""
+    and `imr_read_text(path) -> VARCHAR` (read_text_strict) on a connection."""
     conn.create_function(
         "imr_deis_inspect", inspect_json, ["VARCHAR"] * 5, "VARCHAR",
         side_effects=True,  # unpacks ZIPs into the cache; never constant-fold or cache the call
     )
     conn.create_function("imr_raw_files", raw_files_json, ["VARCHAR", "VARCHAR"], "VARCHAR",
                          side_effects=True)
+    conn.create_function("imr_read_text", read_text_strict, ["VARCHAR"], "VARCHAR", side_effects=True)
     conn.create_function("imr_births_control", control_totals_json, ["VARCHAR"], "VARCHAR",
                          side_effects=True)
 

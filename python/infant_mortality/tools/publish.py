@@ -574,12 +574,16 @@ def release(paths: Paths, incoming: Path, release_id: str,
 
 
 def check_release(folder: Path, published_name: str = Path(DEFAULT_PUBLISHED).name) -> str:
-    """The id of the release `folder` publishes, after checking that every published file is
-    the one its manifest lists (size and SHA-256) and every link leads into that release."""
+    """The id of the release `folder` publishes, after checking that every file of the release
+    is the one its manifest lists (size and SHA-256), that it holds no file the manifest does not
+    list, and that every stable link exists and leads into that release."""
     current = folder / "current"
     if not current.is_symlink():
         raise PublishError(f"{folder} has no published release (no 'current' link)")
     release_dir = current.resolve()
+    if release_dir.parent != (folder / "releases").resolve():
+        raise PublishError(f"{current} leads to {release_dir}, not to a release under {folder / 'releases'}; "
+                           "publish again")
     manifest_path = release_dir / MANIFEST
     if not manifest_path.exists():
         raise PublishError(f"{release_dir} has no {MANIFEST}")
@@ -590,10 +594,21 @@ def check_release(folder: Path, published_name: str = Path(DEFAULT_PUBLISHED).na
         path = release_dir / relative
         if not path.is_file() or path.stat().st_size != expected["bytes"] or _sha256(path) != expected["sha256"]:
             raise PublishError(f"{path} differs from the release manifest")
+    unlisted = sorted(str(path.relative_to(release_dir)) for path in release_dir.rglob("*")
+                      if path.is_file() and path.name != MANIFEST
+                      and str(path.relative_to(release_dir)) not in manifest["files"])
+    if unlisted:
+        raise PublishError(f"{release_dir} holds files its manifest does not list: {', '.join(unlisted)}")
     names = [published_name, *(exporter.name for exporter in EXPORTERS)]
     for name in names:
         link = folder / name
-        if link.exists() and link.resolve() != (release_dir / name).resolve():
+        published = any(relative == name or relative.startswith(name + "/") for relative in manifest["files"])
+        if not link.is_symlink() and not published:
+            continue   # an exporter this release did not produce, and no link to it
+        if not link.is_symlink() or os.readlink(link) != f"current/{name}":
+            raise PublishError(f"{link} is missing or is not the link current/{name}; publish again to "
+                               f"restore it (readers open this path)")
+        if link.resolve() != (release_dir / name).resolve() or not link.exists():
             raise PublishError(f"{link} leads to {link.resolve()}, not into release {release_dir.name}")
     with duckdb.connect() as con:
         for relative in manifest["files"]:

@@ -22,7 +22,8 @@ and `.R` next to it: they read the CSV with every text column (codes with their 
 as text and every flag as 1/0 (Stata) or logical (R). `--excel` starts the CSV
 with a UTF-8 byte-order mark, which Excel needs to show Ñuñoa and Peñalolén correctly; without
 it the file is plain UTF-8, which Stata's `import delimited`, R and pandas read as is. A target
-inside the warehouse folder is refused.
+inside any warehouse folder or release, or over a database, Parquet or GeoPackage file, is
+refused (links resolved first).
 """
 
 from __future__ import annotations
@@ -104,15 +105,45 @@ def _explain(error: duckdb.Error) -> str:
     return message
 
 
+# What a CSV must never replace: a database, a Parquet mart, a GeoPackage (by name or by bytes).
+PROTECTED_SUFFIXES = (".duckdb", ".db", ".wal", ".parquet", ".gpkg")
+PROTECTED_MAGIC = ((8, b"DUCK"), (0, b"PAR1"), (0, b"SQLite format 3\x00"))
+RELEASE_MANIFEST = "RELEASE.json"
+
+
+def _is_warehouse_folder(folder: Path) -> bool:
+    """A published warehouse folder (a `current` link and `releases/`) or a release (RELEASE.json)."""
+    return (folder / RELEASE_MANIFEST).exists() or (
+        (folder / "current").is_symlink() and (folder / "releases").is_dir())
+
+
+def _looks_protected(path: Path) -> bool:
+    if path.name.lower().endswith(PROTECTED_SUFFIXES):
+        return True
+    if not path.is_file():
+        return False
+    with open(path, "rb") as handle:
+        head = handle.read(32)
+    return any(head[offset:offset + len(magic)] == magic for offset, magic in PROTECTED_MAGIC)
+
+
 def refuse_target_inside(target: Path, warehouse: Path) -> None:
-    """No CSV may land inside the warehouse folder (or replace the database)."""
+    """The CSV lands only where it may: never inside the given warehouse's folder, nor inside any
+    published warehouse folder or release, nor over a database, Parquet file or GeoPackage. Links
+    are resolved before comparing, so a link to a protected file protects nothing."""
     real_target = Path(os.path.realpath(target))
     folder = Path(os.path.realpath(warehouse.parent))
-    protected = [folder, Path(os.path.realpath(warehouse)).parent]
-    for root in protected:
+    for root in (folder, Path(os.path.realpath(warehouse)).parent):
         if real_target == root or root in real_target.parents:
             raise QueryError(f"refusing to write {target}: it is inside the warehouse folder {warehouse.parent}; "
                              "choose a file elsewhere")
+    for ancestor in real_target.parents:
+        if _is_warehouse_folder(ancestor):
+            raise QueryError(f"refusing to write {target}: it is inside the published warehouse or release "
+                             f"{ancestor}; choose a file elsewhere")
+    if _looks_protected(Path(target)) or _looks_protected(real_target):
+        raise QueryError(f"refusing to write {target}: it is (or would replace) a database, Parquet or "
+                         "GeoPackage file; give the CSV a .csv name outside any warehouse")
     if real_target.exists() and not real_target.is_file():
         raise QueryError(f"refusing to write {target}: it exists and is not a regular file")
 

@@ -1,32 +1,34 @@
 -- Income and multidimensional poverty 2022 by commune, one row per line of the file (two per
--- commune), typed and renamed. A value that does not parse as a number is kept as text and
--- audited (int_audit__covariates), never guessed.
-with source as (
-    select * from {{ source('covariates', 'poverty_2022_communes') }}
+-- commune), read strictly (macros/raw_text_files.sql) with its line number, typed and renamed.
+-- A value that does not parse as a number (or a line without its 12 fields) is kept as text
+-- and audited (int_audit__covariates), never guessed.
+{% set header = 'codigo_region,codigo_comuna,nombre_comuna,anio,dimension,tasa,limite_inferior,'
+    ~ 'limite_superior,metodologia,fuente,url_fuente,fecha_fuente' %}
+with lines as (
+    {{ raw_text_lines(source('covariates', 'poverty_2022_communes'), header) }}
 ),
 
-numbered as (
-    -- DuckDB keeps file order (preserve_insertion_order); + 1 for the header line.
-    select *, row_number() over () + 1 as source_line from source
+checked as (
+    select *, len(fields) = 12 as is_complete from lines
 )
 
 select
-    lpad(trim(codigo_comuna), 5, '0') as commune_code,
-    trim(nombre_comuna) as commune_name,
-    lpad(trim(codigo_region), 2, '0') as region_code,
-    cast(anio as integer) as year,
-    case trim(dimension)
+    lpad(trim(fields[2]), 5, '0') as commune_code,
+    trim(fields[3]) as commune_name,
+    lpad(trim(fields[1]), 2, '0') as region_code,
+    cast({{ whole_number('fields[4]', '4') }} as integer) as year,
+    case trim(fields[5])
         when 'ingresos' then 'income'
         when 'multidimensional' then 'multidimensional'
-        else trim(dimension)
+        else trim(fields[5])
     end as poverty_dimension,
-    trim(tasa) as value_text,
-    try_cast(trim(tasa) as double) as value,
-    try_cast(trim(limite_inferior) as double) as value_ci_lower,
-    try_cast(trim(limite_superior) as double) as value_ci_upper,
-    trim(metodologia) as methodology,
-    trim(fuente) as source_institution,
-    trim(url_fuente) as source_url,
-    regexp_extract(filename, '[^/\\]+$') as source_file,
+    case when is_complete then trim(fields[6]) else line end as value_text,
+    case when is_complete then {{ decimal_number('fields[6]') }} end as value,
+    case when is_complete then {{ decimal_number('fields[7]') }} end as value_ci_lower,
+    case when is_complete then {{ decimal_number('fields[8]') }} end as value_ci_upper,
+    trim(fields[9]) as methodology,
+    trim(fields[10]) as source_institution,
+    trim(fields[11]) as source_url,
+    regexp_extract(source_file, '[^/\\]+$') as source_file,
     source_line
-from numbered
+from checked

@@ -73,3 +73,4 @@ where (
             || ' year=' || cast(year as varchar) || ' sex=' || sex || ' age_group=' || age_group
             || '). Each key must appear once; remove the extra row.')
     end) is null
+    and ({{ implausible_count_stop('deaths', 'Death_count_all_cause') }}) is null

@@ -74,3 +74,4 @@ where (
             || ' commune=' || commune_code || ' event=' || event_type || ' sex=' || sex
             || '). Each key must appear once; remove the extra row.')
     end) is null
+    and ({{ implausible_count_stop('event_count', 'count') }}) is null
