@@ -2,7 +2,7 @@
 analysis period (`infant_mortality.statistics.inequality.gap_trends`: fct_trends' shell
 `infant_mortality.statistics.trends.fit_series_trends` with the RII as the rate, plus the gap's own
 `gap_change`). The trend vars `trend_*` arrive as the one config mapping `trend_settings` that
-int_trends also reads (declared once, models/intermediate/_int_trends__models.yml), so the two
+int_trends also reads (declared once, models/trends/intermediate/_trend_settings.yml), so the two
 trend marts cannot be configured differently."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame

@@ -2,7 +2,7 @@
 
 The statistics live in `infant_mortality.statistics.trends` (the shell) and
 `infant_mortality.statistics.trend_fitters` (the method, var `trend_method`), tested with pytest. This
-model passes the config mapping `trend_settings` declared in `_int_trends__models.yml` (the
+model passes the config mapping `trend_settings` declared in `_trend_settings.yml` beside it (the
 project vars `trend_*`, which a Python model cannot read directly) and returns the frame; the mart `fct_trends`
 publishes it with a contract.
 """

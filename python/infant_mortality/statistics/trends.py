@@ -450,12 +450,12 @@ TREND_SETTING_TYPES = {"min_years": int, "min_deaths": int, "zero_rate_policy": 
 
 def trend_settings(config: dict | None) -> dict:
     """The keyword settings of fit_trends / gap_trends from a model's `trend_settings` config
-    (declared once in models/intermediate/_int_trends__models.yml); names the missing ones."""
+    (declared once in models/trends/intermediate/_trend_settings.yml); names the missing ones."""
     config = config or {}
     missing = sorted(set(TREND_SETTING_TYPES) - set(config))
     if missing:
         raise ValueError(f"config trend_settings lacks {', '.join(missing)} "
-                         f"(declared in models/intermediate/_int_trends__models.yml)")
+                         f"(declared in models/trends/intermediate/_trend_settings.yml)")
     return {name: convert(config[name]) for name, convert in TREND_SETTING_TYPES.items()}
 
 
