@@ -13,19 +13,22 @@ import plotly.graph_objects as go
 from infant_mortality.report.common import (
     ASSUMED_WIDTH,
     FUNNEL_COLOURS,
-    FUNNEL_LABELS,
+    FUNNEL_SYMBOLS,
     apply_default_visibility,
     base_layout,
     combos_of,
-    dropdown,
     fmt,
+    fmt_ci,
+    funnel_label,
     legend_below,
+    menu,
     narrow_layout,
     nums,
     place_labels,
     visibility,
     with_rate,
 )
+from infant_mortality.report.i18n import t
 from infant_mortality.report.marts import pooled_rate
 from infant_mortality.statistics.poisson import FUNNEL_BIRTHS_SPAN
 
@@ -61,8 +64,8 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
         curve = combo.select(limits).sort_values("grid_point")
         if region_rate is not None and not curve.empty:
             grid = curve["live_births"].to_numpy(float)
-            for level, column, dash, name in ((0.95, "95", "dash", "95% control limits"),
-                                              (0.998, "998", "dot", "99.8% control limits")):
+            for level, column, dash, name in ((0.95, "95", "dash", t("funnel.limits_95")),
+                                              (0.998, "998", "dot", t("funnel.limits_998"))):
                 lower, upper = curve[f"lower_{column}_per_1000"].to_numpy(float), curve[f"upper_{column}_per_1000"].to_numpy(float)
                 idx.append(len(fig.data))
                 fig.add_trace(
@@ -84,8 +87,8 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                     y=[region_rate, region_rate],
                     mode="lines",
                     line=dict(color="#222", width=1.5),
-                    name="Regional rate",
-                    hovertemplate=f"Regional pooled rate {fmt(region_rate)} per 1000<extra></extra>",
+                    name=t("funnel.region"),
+                    hovertemplate=t("funnel.region.hover", rate=fmt(region_rate)) + "<extra></extra>",
                     meta=dict(figure="funnel", region_code=region_code, combo=combo.key, region_rate=region_rate),
                 )
             )
@@ -98,16 +101,18 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
         positions = place_labels(x_px.tolist(), y_px.tolist(), names, [9.0] * len(df), (0, plot_w, 0, plot_h),
                                  font_px=LABEL_FONT_PX)
         df = df.assign(_pos=positions)
+        # The farthest from the region first: report.js hides a name that would overlap an earlier one.
+        df = df.assign(_far=(df["rate_per_1000"] - (region_rate or 0)).abs() * df["live_births"].pow(0.5))
+        df = df.sort_values("_far", ascending=False)
         for cat in FUNNEL_COLOURS:
             sub = df[df["funnel_category"] == cat]
             if sub.empty:
                 continue
             idx.append(len(fig.data))
             hover = [
-                f"<b>{r.commune_name}</b><br>{combo.label}: {fmt(r.rate_per_1000)} per 1000 "
-                f"(95% CI {fmt(r.ci95_lower)} to {fmt(r.ci95_upper)})<br>deaths {fmt(r.deaths, 0, thousands=True)} / "
-                f"live births {fmt(r.live_births, 0, thousands=True)}<br>RT {fmt(r.rate_ratio)} · "
-                f"{FUNNEL_LABELS[cat].lower()}"
+                t("funnel.hover", name=r.commune_name, combo=combo.label, rate=fmt(r.rate_per_1000),
+                  ci=fmt_ci(r.ci95_lower, r.ci95_upper), deaths=fmt(r.deaths, 0, thousands=True),
+                  births=fmt(r.live_births, 0, thousands=True), rt=fmt(r.rate_ratio), category=funnel_label(cat).lower())
                 for r in sub.itertuples()
             ]
             with_text = cat not in ("within", "uncategorised")
@@ -116,9 +121,11 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                     x=nums(sub["live_births"]),
                     y=nums(sub["rate_per_1000"]),
                     mode="markers+text" if with_text else "markers",
-                    name=FUNNEL_LABELS[cat],
+                    name=funnel_label(cat),
                     legendgroup=cat,
-                    marker=dict(color=FUNNEL_COLOURS[cat], size=9, line=dict(width=0.8, color="#333")),
+                    marker=dict(color=FUNNEL_COLOURS[cat], size=10, symbol=FUNNEL_SYMBOLS[cat],
+                                line=dict(width=1.4 if FUNNEL_SYMBOLS[cat].endswith("-open") else 0.8,
+                                          color=FUNNEL_COLOURS[cat] if FUNNEL_SYMBOLS[cat].endswith("-open") else "#333")),
                     text=sub["commune_name"].tolist(),
                     textposition=sub["_pos"].tolist(),
                     textfont=dict(size=LABEL_FONT_PX, color=FUNNEL_COLOURS[cat]),
@@ -130,7 +137,7 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
             )
         groups.append(idx)
         labels.append(combo.label)
-        layouts.append({"title.text": f"{combo.label}: funnel plot<br>against the regional rate, {region_name}",
+        layouts.append({"title.text": t("funnel.title", combo=combo.label, region=region_name),
                         "xaxis.range": [lx0, lx1], "yaxis.range": [0, y_top]})
     visibilities = visibility(groups, len(fig.data))
     apply_default_visibility(fig, visibilities[0])
@@ -140,13 +147,13 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
             margin=MARGIN,
             title=dict(text=layouts[0]["title.text"], xref="paper", x=0, xanchor="left", y=1 - 12 / HEIGHT,
                        yanchor="top", font=dict(size=15)),
-            xaxis=dict(type="log", title=dict(text="Live births in the period (log scale)"), showline=True,
+            xaxis=dict(type="log", title=dict(text=t("funnel.xaxis")), showline=True,
                        linecolor="#999", ticks="outside", range=layouts[0]["xaxis.range"]),
-            yaxis=dict(title=dict(text="Pooled rate per 1000 live births"), zeroline=False,
+            yaxis=dict(title=dict(text=t("funnel.yaxis")), zeroline=False,
                        range=layouts[0]["yaxis.range"]),
-            updatemenus=dropdown(labels, visibilities, layouts),
         )
     )
     legend_below(fig)
-    fig.layout.meta = dict(narrow=narrow_layout(fig, {"margin.l": 50, "margin.b": 150}))
+    fig.layout.meta = dict(menu=menu(labels, visibilities, layouts), menu_label=t("menu.combo"),
+                           narrow=narrow_layout({"margin.l": 50, "margin.b": 150}))
     return fig

@@ -37,6 +37,8 @@ class Settings:
     count_basis: str | None = None
     built_at: str | None = None
     git_commit: str | None = None
+    # The headline trend method (a `method` key of fct_trends); builds without the column used Prais-Winsten.
+    trend_method: str = "prais_winsten"
 
 
 @dataclass
@@ -137,8 +139,9 @@ def _geojson(comparison: pd.DataFrame) -> dict:
 def _indicators(dim: pd.DataFrame) -> list[Indicator]:
     """`marts.dim_indicator` rows, in its order, as the report names them."""
     dim = dim.sort_values("sort_order", na_position="last")
-    return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_en"] or r["indicator"],
-                      r["abbreviation_en"] or r["indicator"].upper(), r["ages_en"] or "")
+    return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_es"] or r["indicator"],
+                      r["ages_es"] or "", r["abbreviation_en"] or r["indicator"].upper(),
+                      r["name_en"] or r["indicator"], r["ages_en"] or "")
             for r in dim.to_dict("records")]
 
 

@@ -12,17 +12,20 @@ import pandas as pd
 from infant_mortality.report.common import (
     FONT,
     TREND_COLOURS,
-    TREND_LABELS,
+    TREND_DASHES,
     base_layout,
     fmt,
     fmt_apc,
+    fmt_apc_short,
     fmt_p,
     indicator_short,
     narrow_layout,
     num,
     nums,
     to_int,
+    trend_label,
 )
+from infant_mortality.report.i18n import t
 
 # Panel geometry (px) handed to report.js, which picks the number of columns from the width.
 GRID = dict(max_cols=4, min_panel_px=250, row_px=190, row_px_narrow=160, gap_px=62, hspace=0.045)
@@ -47,9 +50,9 @@ def _trend_title(name: str, trend: dict | None) -> str:
         return head
     cls = trend.get("trend") or "not_estimable"
     apc = num(trend.get("apc"))
-    detail = TREND_LABELS.get(cls, cls).lower()
+    detail = trend_label(cls).lower()
     if apc is not None:
-        detail += f" · APC {fmt(apc, 1, signed=True)}%"
+        detail += f" · {fmt_apc_short(apc)}"
     return f"{head}<br><span style='color:{TREND_COLOURS.get(cls, '#555')};font-size:11px'>{detail}</span>"
 
 
@@ -57,11 +60,13 @@ def trends_figure(
     series: list[tuple[str, str, pd.DataFrame, dict | None]],
     indicator: str,
     region_code: str,
+    method_name: str,
 ) -> dict:
     """Small multiples of yearly rates (points, 95% CI whiskers) with the fitted trend line.
 
     `series` is a list of (area_code, area_name, yearly rows of `fct_area_year_rates`,
-    `fct_trends` row or None), the reference area (region or country) first. Returns the
+    `fct_trends` row or None), the reference area (region or country) first; `method_name` names
+    the trend method in the tooltips. Returns the
     figure as a plain plotly dict (data, layout): with a country's worth of panels, plotly's
     Python objects would take most of the report's build time validating them.
     """
@@ -101,11 +106,7 @@ def trends_figure(
                 ),
                 customdata=[[num(a), num(b), to_int(d), to_int(nb)] for a, b, d, nb in
                             zip(rows["ci95_lower"], rows["ci95_upper"], rows["deaths"], rows["live_births"])],
-                hovertemplate=(
-                    f"<b>{name}</b> %{{x}}<br>{indicator_short(indicator)} %{{y:.2f}} per 1000"
-                    "<br>95% CI %{customdata[0]:.2f} to %{customdata[1]:.2f}"
-                    "<br>deaths %{customdata[2]:,} / live births %{customdata[3]:,}<extra></extra>"
-                ),
+                hovertemplate=t("trends.hover.rate", name=name, ind=indicator_short(indicator)),
                 showlegend=False,
                 meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator, kind="rates"),
             )
@@ -121,12 +122,9 @@ def trends_figure(
                     xaxis=xa,
                     yaxis=ya,
                     mode="lines",
-                    line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2),
-                    hovertemplate=(
-                        f"<b>{name}</b>: Prais-Winsten fit, {TREND_LABELS.get(cls, cls).lower()}<br>"
-                        f"{fmt_apc(trend)}<br>p = {fmt_p(trend.get('p_value'))}, rho = {fmt(trend.get('rho'), 2)}"
-                        "<extra></extra>"
-                    ),
+                    line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2, dash=TREND_DASHES.get(cls, "solid")),
+                    hovertemplate=t("trends.hover.fit", name=name, method=method_name, cls=trend_label(cls).lower(),
+                                    apc=fmt_apc(trend), p=fmt_p(trend.get("p_value")), rho=fmt(trend.get("rho"), 2)),
                     showlegend=False,
                     meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator,
                               kind="fit", line_method=method, slope_log10=num(trend.get("slope_log10")),
@@ -135,5 +133,5 @@ def trends_figure(
             )
     layout = base_layout(margin=dict(l=50, r=20, t=60, b=40), showlegend=False, font=FONT, annotations=annotations,
                          **layout)
-    layout["meta"] = dict(grid=dict(GRID, n=len(series)), narrow=narrow_layout(None, {"margin.l": 40, "margin.r": 12}))
+    layout["meta"] = dict(grid=dict(GRID, n=len(series)), narrow=narrow_layout({"margin.l": 40, "margin.r": 12}))
     return dict(data=data, layout=layout)
