@@ -534,7 +534,7 @@ def test_every_figure_states_its_finding_from_the_marts(bundled_warehouse, page)
     for cls, n in counts.items():
         assert f"{trend_label(cls).lower()}: {n}" in trends
     # Every figure has its data: a table link or a table of its own.
-    assert 'href="#comparison-table-13"' in region and 'id="fig-trends-13-imr-table"' in region
+    assert 'href="#comparison-table-13"' in region and 'id="data-fig-trends-13-imr"' in region
 
 
 def test_classes_are_told_apart_without_colour(page):

@@ -254,7 +254,7 @@ def _trend_blocks(store: FigureStore, figs: dict, series: dict, prefix: str, win
     for j, (ind, fig) in enumerate(figs.items()):
         caption = _trend_caption(ind, windows.get(ind), area, count_basis, method)
         block = (store.figure(f"{prefix}-{ind}", fig, findings[ind])
-                 + _trend_table(store, f"{prefix}-{ind}-table", series[ind], ind))
+                 + _trend_table(store, f"data-{prefix}-{ind}", series[ind], ind))
         if j == 0:
             parts.append(f"<h4>{esc(indicator_long(ind))}</h4>{caption}{block}")
         else:
@@ -289,7 +289,7 @@ def inequity_html(marts: Marts, store: FigureStore, level: str, code: str, name:
     rows = [[str(x), [fmt(y), y], [str(cd[0]), cd[0]], [fmt(cd[1], 0, thousands=True), cd[1]],
              [fmt(cd[2], 0, thousands=True), cd[2]]]
             for x, y, cd in zip(quint["x"], quint["y"], quint["customdata"])]
-    table = store.data_table(f"fig-inequity-{code}-table",
+    table = store.data_table(f"data-fig-inequity-{code}",
                              t("data.inequity", ind=indicator_short(ind), strat=labels.get(strat, strat)),
                              [t("col.quintile"), t("col.rate_per_1000"), t("col.n_communes"), t("col.deaths"),
                               t("col.live_births")], rows)
