@@ -34,7 +34,12 @@ trend_p_threshold:       {type: number, above: 0, below: 1}
 trend_ci_level:          {type: number, above: 0, below: 1}
 trend_ci_critical:       {values: [t, normal]}
 trend_rhotype:           {values: [regress, freg, tscorr, dw, theil, nagar]}
-trend_method:            {values: [prais, corc, ols]}
+trend_method:            {values: [prais_winsten, poisson, joinpoint]}
+trend_prais_variant:     {values: [prais, corc, ols]}
+trend_max_abs_rho:       {type: number, above: 0, max: 1}
+trend_min_deaths:        {type: int, min: 0}
+trend_max_joinpoints:    {type: int, optional: true, min: 0}
+trend_joinpoint_selection: {values: [permutation, bic]}
 trend_gaps:              {values: [restart, consecutive]}
 input_year_min:          {type: int}
 input_year_max:          {type: int, optional: true, min: input_year_min}
@@ -74,6 +79,10 @@ duckdb_temp_directory:   {type: text, optional: true}
             {%- if problem -%}{%- do problems.append(problem) -%}{%- endif -%}
         {%- endif -%}
     {%- endfor -%}
+    {#- A trend class says whether the APC interval beside it excludes 0 only when the two levels match. -#}
+    {%- if not problems and ((var('trend_ci_level') | float) + (var('trend_p_threshold') | float) - 1) | abs > 1e-9 -%}
+        {%- do problems.append("dbt var trend_ci_level (" ~ var('trend_ci_level') ~ ") must be 1 - trend_p_threshold (" ~ var('trend_p_threshold') ~ "): the trend class must agree with the interval beside it") -%}
+    {%- endif -%}
     {%- if problems -%}
         {{ exceptions.raise_compiler_error(invalid_settings_message(problems)) }}
     {%- endif -%}

@@ -107,6 +107,14 @@ select
         then imr_rate_ratio_upper(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
         as rest_rate_ratio_ci95_upper,
     p_value,
+    -- The interval that inverts the mid-p test at level 1 - comparison_alpha: `comparison` says
+    -- exactly whether it excludes 1 (the exact interval above may include 1 for a `higher`).
+    case when has_rest_of_region
+        then imr_rate_ratio_midp_lower(deaths, live_births, rest_deaths, rest_live_births, 1 - {{ alpha }}) end
+        as rest_rate_ratio_midp_lower,
+    case when has_rest_of_region
+        then imr_rate_ratio_midp_upper(deaths, live_births, rest_deaths, rest_live_births, 1 - {{ alpha }}) end
+        as rest_rate_ratio_midp_upper,
     case
         when p_value < {{ alpha }}
             then case when deaths * rest_live_births > rest_deaths * live_births then 'higher' else 'lower' end

@@ -1,5 +1,6 @@
 -- The trend mart: the rows of int_trends (a Python model: dbt cannot put a contract on it)
--- under an enforced contract, in the column order readers know.
+-- under an enforced contract, in the column order readers know: one row per series, period and
+-- method (the study's Prais-Winsten fit and the count model beside it).
 with trends as (
     select * from {{ ref('int_trends') }}
 )
@@ -12,9 +13,13 @@ select
     indicator,
     cast(period_start as bigint) as period_start,
     cast(period_end as bigint) as period_end,
+    method,
+    fitter,
+    method_label,
     cast(n_years as bigint) as n_years,
     cast(n_years_used as bigint) as n_years_used,
     cast(n_zero_years as bigint) as n_zero_years,
+    cast(n_deaths as bigint) as n_deaths,
     slope_log10,
     intercept_log10,
     slope_se,
@@ -25,9 +30,11 @@ select
     converged,
     dw_original,
     dw_transformed,
+    dispersion,
     apc,
     apc_ci95_lower,
     apc_ci95_upper,
     trend,
+    classes_agree,
     note
 from trends

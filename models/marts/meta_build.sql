@@ -30,6 +30,15 @@ input_files as (
     where entry_type = 'file' or entry_type = 'zip_member'
 ),
 
+-- The headline trend method and its name as its fitter states it (the report writes no literal).
+headline_trend as (
+    select
+        {{ string_var('trend_method') }} as trend_method,
+        min(method_label) as trend_method_label
+    from {{ ref('int_trends') }}
+    where method = {{ string_var('trend_method') }}
+),
+
 scope as (
     select
         string_agg(distinct count_basis, '; ' order by count_basis) as count_basis,
@@ -52,8 +61,12 @@ select
     scope.scope_regions,
     cast(scope.scope_year_start as integer) as scope_year_start,
     cast(scope.scope_year_end as integer) as scope_year_end,
+    headline_trend.trend_method,
+    headline_trend.trend_method_label,
+    cast({{ number_var('trend_ci_level') }} as double) as trend_ci_level,
     {{ sql_string(tojson(values, sort_keys=true)) }} as vars_json,
     cast(input_files.input_files_json as varchar) as input_files_json
 from scope
 cross join git
 cross join input_files
+cross join headline_trend

@@ -54,7 +54,7 @@ def ols_trends_warehouse(tmp_path_factory) -> Path:
     the OLS fitter, and a non-default declared var."""
     path = tmp_path_factory.mktemp("ols_trends") / "infant_mortality.duckdb"
     run_dbt(["build", "--select", "+fct_trends", "+meta_build"], path,
-            {"trend_method": "ols", "unreliable_below_deaths": 25})
+            {"trend_prais_variant": "ols", "unreliable_below_deaths": 25})
     return path
 
 

@@ -197,3 +197,19 @@ def test_funnel_limits_mart_agrees_with_the_funnel_categories(bundled_warehouse)
         assert place == category, (live_births, deaths, category)
         seen.add(category)
     assert {"within", "above_95"} <= seen and np.isfinite(rate)
+
+
+def test_every_comparison_label_agrees_with_the_midp_interval_beside_it(bundled_warehouse):
+    rows = query(
+        bundled_warehouse,
+        "select comparison, rest_rate_ratio_midp_lower, coalesce(rest_rate_ratio_midp_upper, 'infinity'), "
+        "rest_rate_ratio_ci95_lower, coalesce(rest_rate_ratio_ci95_upper, 'infinity') "
+        "from marts.fct_commune_vs_region where comparison is not null")
+    assert len(rows) == 1038
+    for comparison, lower, upper, *_ in rows:
+        expected = "higher" if lower > 1 else "lower" if upper < 1 else "similar"
+        assert comparison == expected
+    # The exact interval is the conservative one: 13 labels fall outside it (the reason the
+    # mid-p interval is published beside the label).
+    outside_exact = sum(1 for c, _, _, lo, up in rows if (c == "higher" and lo <= 1) or (c == "lower" and up >= 1))
+    assert outside_exact == 13

@@ -394,7 +394,8 @@ def test_gap_trends_fitted_mid_is_the_mean_log_rii_under_ols():
 
 
 @pytest.mark.parametrize("settings", [{}, {"method": "ols", "min_years": 3},
-                                      {"method": "corc", "ci_critical": "normal", "p_threshold": 0.2}])
+                                      {"method": "corc", "ci_critical": "normal", "p_threshold": 0.2,
+                                       "ci_level": 0.8}])
 def test_gap_trends_is_the_trend_shell_plus_the_gap(settings):
     from infant_mortality.statistics.trends import STAT_DTYPES, fit_series_trends
 

@@ -64,9 +64,9 @@ def test_meta_build_shows_vars_passed_on_the_command_line(ols_trends_warehouse, 
     meta = _meta(ols_trends_warehouse)
     values = json.loads(meta["vars_json"])
     assert values["unreliable_below_deaths"] == 25  # declared, overridden with --vars
-    assert values["trend_method"] == "ols"
+    assert values["trend_prais_variant"] == "ols"
     # Every other declared var (the list read from dbt_project.yml) keeps its default.
-    overridden = ("unreliable_below_deaths", "trend_method")
+    overridden = ("unreliable_below_deaths", "trend_prais_variant")
     assert {k: v for k, v in values.items() if k not in overridden} == {
         k: v for k, v in _declared_vars().items() if k not in overridden}
     assert meta["build_id"] != _meta(bundled_warehouse)["build_id"]

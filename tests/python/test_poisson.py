@@ -130,3 +130,39 @@ def test_funnel_count_limits_equal_root_finding_on_the_garwood_limits(level):
     # Observed counts on the limits sit exactly on the Garwood limits around them.
     garwood_lower_of_upper, _ = poisson.poisson_ci(upper, level)
     assert garwood_lower_of_upper == pytest.approx(expected, rel=1e-9)
+
+
+def test_midp_interval_inverts_the_midp_test_by_independent_root_finding():
+    from scipy.optimize import brentq
+
+    from infant_mortality.statistics.poisson import rate_ratio_exact_ci, rate_ratio_midp_ci, rate_ratio_midp_p_value
+
+    def tails(d1, total, p):
+        point = stats.binom.pmf(d1, total, p)
+        return stats.binom.sf(d1, total, p) + point / 2, stats.binom.cdf(d1 - 1, total, p) + point / 2
+
+    # Rothman's 41/28010 vs 15/19017 and small commune-like counts; limits of p by brentq.
+    for d1, n1, d2, n2 in [(41, 28010, 15, 19017), (3, 900, 40, 15000), (1, 150, 90, 30000), (12, 2500, 7, 2400)]:
+        lower, upper = rate_ratio_midp_ci(d1, n1, d2, n2, 0.95)
+        p_low = brentq(lambda p: tails(d1, d1 + d2, p)[0] - 0.025, 1e-12, 1 - 1e-12, xtol=1e-15)
+        p_high = brentq(lambda p: tails(d1, d1 + d2, p)[1] - 0.025, 1e-12, 1 - 1e-12, xtol=1e-15)
+        assert lower == pytest.approx(p_low / (1 - p_low) * n2 / n1, rel=1e-9)
+        assert upper == pytest.approx(p_high / (1 - p_high) * n2 / n1, rel=1e-9)
+        # Narrower than the exact (Clopper-Pearson) interval, which it sits inside.
+        exact = rate_ratio_exact_ci(d1, n1, d2, n2, 0.95)
+        assert exact[0] < lower < upper < exact[1]
+    # Edges as the exact interval's: 0 with no deaths in the commune, unbounded with none in the rest.
+    assert rate_ratio_midp_ci(0, 100, 5, 1000)[0] == 0 and np.isinf(rate_ratio_midp_ci(5, 100, 0, 1000)[1])
+
+
+def test_midp_interval_excludes_1_exactly_when_the_midp_test_rejects():
+    from infant_mortality.statistics.poisson import rate_ratio_exact_ci, rate_ratio_midp_ci, rate_ratio_midp_p_value
+
+    rng = np.random.default_rng(5)
+    d1, d2 = rng.integers(0, 60, 5000), rng.integers(1, 400, 5000)
+    n1, n2 = rng.integers(100, 6000, 5000), rng.integers(2000, 90000, 5000)
+    for level in (0.95, 0.9):
+        lower, upper = rate_ratio_midp_ci(d1, n1, d2, n2, level)
+        rejects = rate_ratio_midp_p_value(d1, n1, d2, n2) < 1 - level
+        assert ((lower > 1) | (upper < 1)).tolist() == rejects.tolist()
+        assert rejects.sum() > 100

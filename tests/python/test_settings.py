@@ -71,14 +71,16 @@ def test_the_input_mode_default_in_the_folder_switch_is_the_declared_default():
 
 def test_enumerated_values_are_the_ones_the_python_code_accepts():
     from infant_mortality.dbt_plugins import deis_files
-    from infant_mortality.statistics import prais_winsten, trends
+    from infant_mortality.statistics import joinpoint, prais_winsten, trends
 
     assert set(SPEC["trend_rhotype"]["values"]) == set(prais_winsten.RHOTYPES)
-    try:  # the trend fitters registry (issue 15.3), where it exists, names the methods
-        from infant_mortality.statistics.trend_fitters import FITTERS as methods
-    except ImportError:
-        methods = prais_winsten.METHODS
-    assert set(SPEC["trend_method"]["values"]) == set(methods)
+    from infant_mortality.statistics.trend_fitters import FITTERS
+
+    # The headline picks one of fct_trends' methods; the study's method takes its estimator
+    # from the fitter registry.
+    assert set(SPEC["trend_method"]["values"]) == set(trends.MART_METHODS)
+    assert set(SPEC["trend_prais_variant"]["values"]) <= set(FITTERS)
+    assert set(SPEC["trend_joinpoint_selection"]["values"]) == set(joinpoint.SELECTIONS)
     assert set(SPEC["trend_gaps"]["values"]) == set(prais_winsten.GAP_POLICIES)
     assert set(SPEC["trend_zero_rate_policy"]["values"]) == set(trends.ZERO_RATE_POLICIES)
     assert set(SPEC["trend_ci_critical"]["values"]) == set(trends.CI_CRITICAL)
@@ -91,7 +93,7 @@ INJECTED = "x'); COPY (select 42 as pwned) TO '{target}' (format csv); --"
 
 CASES = {
     # name: (vars, expected message parts)
-    "bad_enum": ({"trend_method": "prias"}, ["dbt var trend_method must be one of prais, corc", "'prias'"]),
+    "bad_enum": ({"trend_method": "prias"}, ["dbt var trend_method must be one of prais_winsten, poisson", "'prias'"]),
     "bad_number": ({"comparison_alpha": 1.5}, ["dbt var comparison_alpha must be a number > 0 and < 1", "1.5"]),
     "unknown_var": ({"scope_year_strat": 2015},
                     ["dbt var scope_year_strat is not a setting of this project (did you mean scope_year_start?)"]),

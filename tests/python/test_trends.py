@@ -12,7 +12,7 @@ from numpy.testing import assert_allclose
 from scipy import stats
 
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
-from infant_mortality.statistics.trends import OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
+from infant_mortality.statistics.trends import MART_METHODS, OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
 
 RESEARCH_NOTE_IMR = [9.1, 8.7, 8.9, 8.2, 8.0, 7.9, 7.3, 7.5, 7.0, 6.8]  # 2005-2014
 
@@ -40,7 +40,15 @@ def _periods(*pairs) -> pd.DataFrame:
                          "period_label": [f"{a}-{b}" for a, b in pairs]})
 
 
+def _study(out) -> pd.DataFrame:
+    """The rows of the study's method (Prais-Winsten by default)."""
+    return out[out["method"] == "prais_winsten"]
+
+
 def _one(out, **keys) -> pd.Series:
+    """The one row with these keys (of the study's method, unless another is named)."""
+    if "method" in out.columns:
+        keys = {"method": "prais_winsten", **keys}
     sel = np.ones(len(out), dtype=bool)
     for k, v in keys.items():
         sel &= (out[k] == v).to_numpy(dtype=bool, na_value=False)
@@ -71,11 +79,16 @@ def test_research_note_series_apc_and_interval():
     assert_allclose(row.t_stat, row.slope_log10 / row.slope_se, rtol=1e-14)
     assert_allclose(row.p_value, 2 * stats.t.sf(abs(row.t_stat), 8), rtol=1e-12)
 
-    normal = _one(fit_trends(rates, _periods((2005, 2014)), ci_critical="normal", ci_level=0.9),
+    normal = _one(fit_trends(rates, _periods((2005, 2014)), ci_critical="normal", ci_level=0.9,
+                                    p_threshold=0.1),
                   area_code="13101")
     z = stats.norm.ppf(0.95)
     assert_allclose(normal.apc_ci95_upper, (10 ** (row.slope_log10 + z * row.slope_se) - 1) * 100,
                     rtol=1e-14)
+    # The p-value is the normal test's, the one the interval inverts.
+    assert_allclose(normal.p_value, 2 * stats.norm.sf(abs(row.t_stat)), rtol=1e-12)
+    with pytest.raises(ValueError, match="ci_level .* must be 1 - p_threshold"):
+        fit_trends(rates, _periods((2005, 2014)), ci_level=0.9)
 
 
 def test_classification_follows_p_and_sign():
@@ -92,7 +105,7 @@ def test_classification_follows_p_and_sign():
     assert b.trend == "decreasing" and b.p_value < 0.05 and b.slope_log10 < 0 and b.apc_ci95_upper < 0
     assert c.trend == "stationary" and c.p_value >= 0.05
     # A threshold below the p-value turns a significant trend into stationary.
-    strict = fit_trends(rates, _periods((2005, 2016)), p_threshold=a.p_value / 2)
+    strict = fit_trends(rates, _periods((2005, 2016)), p_threshold=a.p_value / 2, ci_level=1 - a.p_value / 2)
     assert _one(strict, area_code="a").trend == "stationary"
 
 
@@ -164,8 +177,9 @@ def test_period_beyond_the_data_and_every_series_gets_every_period():
     periods = pd.concat([_periods((2005, 2014), (2010, 2014), (2005, 2016)),
                          _periods((2005, 2014))])  # duplicate period
     out = fit_trends(rates, periods)
-    assert len(out) == 2 * 3
-    assert not out.duplicated(["area_level", "area_code", "indicator", "period_start", "period_end"]).any()
+    assert len(out) == 2 * 3 * len(MART_METHODS)
+    assert not out.duplicated(["area_level", "area_code", "indicator", "period_start", "period_end",
+                               "method"]).any()
     row = _one(out, area_code="13", period_end=2016)
     assert row.n_years == 12 and row.n_years_used == 10
     assert row.note.startswith("no data for 2015-2016")
@@ -189,7 +203,7 @@ def test_batched_rows_equal_the_reference_fit_per_series():
             vals[int(rng.integers(1, n - 1))] = 0.0
         series[("commune", f"{i:05d}", rng.choice(["imr", "nmr"]))] = vals
     rates = _rates(series, first_year=2000)
-    out = fit_trends(rates, _periods((2000, 2014)))
+    out = _study(fit_trends(rates, _periods((2000, 2014))))
     fitted = out[out.trend != "not_estimable"]
     assert len(fitted) >= 50
     for row in fitted.itertuples():
@@ -250,7 +264,7 @@ def test_timing_is_reported(caplog):
     rates = _rates({("commune", "t", "imr"): RESEARCH_NOTE_IMR})
     with caplog.at_level(logging.INFO, logger="infant_mortality.statistics.trends"):
         out = fit_trends(rates, _periods((2005, 2014)))
-    assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == 1
+    assert out.attrs["n_series"] == 1 and out.attrs["n_fitted"] == len(MART_METHODS)
     assert 0 <= out.attrs["fit_seconds"] <= out.attrs["total_seconds"]
     assert any("statistics" in r.getMessage() for r in caplog.records)
 
@@ -268,7 +282,7 @@ def test_a_gappy_series_whose_final_fit_keeps_too_few_rows_is_not_estimable():
         "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)],
     })
     periods = pd.DataFrame({"period_start": [2010], "period_end": [2019]})
-    row = fit_trends(rates, periods).iloc[0]
+    row = _one(fit_trends(rates, periods), area_code="13203")
     assert row["trend"] == "not_estimable"
     assert row["n_years_used"] == 6 and row["n_zero_years"] == 4
     assert "final transformed regression kept 3 observations" in row["note"]
@@ -312,7 +326,7 @@ def test_ols_fitter_equals_statsmodels_ols_on_log10_rate():
                                                                      + rng.normal(0, 0.1, 12)), 4))
               for i in range(20)}
     series[("commune", "gappy", "imr")] = [6.0, 5.5, 0.0, 5.1, 4.9, 4.8, 4.6, 0.0, 4.1, 4.0, 3.9, 3.7]
-    out = fit_trends(_rates(series, first_year=2008), _periods((2008, 2019)), method="ols")
+    out = _study(fit_trends(_rates(series, first_year=2008), _periods((2008, 2019)), method="ols"))
     assert (out.trend != "not_estimable").all()
     for row in out.itertuples():
         vals = np.array(series[(row.area_level, row.area_code, row.indicator)])
@@ -343,12 +357,13 @@ def test_a_new_fitter_is_one_registry_line(monkeypatch):
     from infant_mortality.statistics import trend_fitters
 
     rates = _rates({("commune", "r", "imr"): RESEARCH_NOTE_IMR})
-    with pytest.raises(ValueError, match="trend method must be one of .*'prais'.*'ols'"):
-        fit_trends(rates, _periods((2005, 2014)), method="joinpoint")
+    with pytest.raises(ValueError, match="trend method must be one of .*'prais'.*'ols'.*'poisson'.*'joinpoint'"):
+        fit_trends(rates, _periods((2005, 2014)), method="spline")
     monkeypatch.setitem(trend_fitters.FITTERS, "plain", ("ols", "OlsFitter", {}))
     plain = fit_trends(rates, _periods((2005, 2014)), method="plain", rhotype="dw")
     ols = fit_trends(rates, _periods((2005, 2014)), method="ols")
-    pd.testing.assert_frame_equal(plain, ols)
+    pd.testing.assert_frame_equal(plain.drop(columns="fitter"), ols.drop(columns="fitter"))
+    assert set(plain.fitter) == {"plain", "poisson", "joinpoint"}
     # Options of another method are not passed to a fitter that does not declare them.
     assert trend_fitters.get_fitter("ols", rhotype="dw", gaps="restart").label == "OLS"
     assert trend_fitters.get_fitter("corc", rhotype="dw").rhotype == "dw"
@@ -400,8 +415,156 @@ def test_trend_settings_are_typed_from_the_rendered_config_and_name_what_is_miss
     from infant_mortality.statistics.trends import trend_settings
 
     rendered = {"min_years": "5", "zero_rate_policy": "drop", "p_threshold": "0.05", "ci_level": "0.95",
-                "ci_critical": "t", "rhotype": "regress", "method": "prais", "gaps": "restart"}
+                "ci_critical": "t", "rhotype": "regress", "method": "prais", "gaps": "restart",
+                "min_deaths": "20", "max_abs_rho": "0.95", "max_joinpoints": "None", "selection": "bic"}
     settings = trend_settings(rendered)
     assert settings["min_years"] == 5 and settings["p_threshold"] == 0.05 and settings["method"] == "prais"
+    assert settings["min_deaths"] == 20 and settings["max_abs_rho"] == 0.95
+    # An unset var (null) renders as "None": NCI's rule for the number of points.
+    assert settings["max_joinpoints"] is None and trend_settings({**rendered, "max_joinpoints": "2"})["max_joinpoints"] == 2
     with pytest.raises(ValueError, match="lacks ci_level, gaps"):
         trend_settings({k: v for k, v in rendered.items() if k not in ("gaps", "ci_level")})
+
+
+# --------------------------------------------------------------------------------------------
+# Valid conclusions (docs/methods.md section 5): PW validity, too few deaths, the count model,
+# joinpoint beside them, and whether the methods agree
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_prais_winsten_fit_near_a_unit_root_or_unconverged_is_not_estimable_with_its_diagnostics():
+    rates = _rates({("commune", "c", "imr"): RESEARCH_NOTE_IMR})
+    valid = _one(fit_trends(rates, _periods((2005, 2014))), area_code="c")
+    assert valid.trend == "decreasing" and round(valid.rho, 6) == -0.651086
+    # The same fit with the limit below its |rho|: no class, no statistics, rho kept to say why.
+    strict = _one(fit_trends(rates, _periods((2005, 2014)), max_abs_rho=0.6), area_code="c")
+    assert strict.trend == "not_estimable" and pd.isna(strict.slope_log10) and pd.isna(strict.p_value)
+    assert strict.rho == valid.rho and strict.converged
+    assert "|rho| = 0.6510863 is not below trend_max_abs_rho = 0.6" in strict.note
+    # Stopped at the iteration cap: the p-value depends on where it stopped.
+    capped = _one(fit_trends(rates, _periods((2005, 2014)), max_iter=2), area_code="c")
+    assert capped.trend == "not_estimable" and not capped.converged and pd.isna(capped.apc)
+    # A zig-zag drives rho below -1 (Stata keeps going with the first row dropped): no class.
+    zigzag = _one(fit_trends(_rates({("commune", "zz", "imr"): [5.0, 7.0, 4.8, 7.3, 4.5]}),
+                             _periods((2005, 2009))), area_code="zz")
+    assert zigzag.trend == "not_estimable" and zigzag.rho <= -1
+    # Only the Prais-Winsten rows follow this rule: the count model of the same series stands.
+    assert _one(fit_trends(rates, _periods((2005, 2014)), max_abs_rho=0.6), area_code="c",
+                method="poisson").trend == "decreasing"
+
+
+def test_fewer_deaths_than_min_deaths_is_insufficient_data_for_every_method():
+    # 2 deaths a year in 1000 births: 20 deaths over 10 years.
+    rates = _rates({("commune", "few", "imr"): [2.0, 3.0, 2.0, 1.0, 2.0, 2.0, 3.0, 1.0, 2.0, 2.0]})
+    at = fit_trends(rates, _periods((2005, 2014)), min_deaths=20)
+    assert (at.trend != "insufficient_data").all() and (at.n_deaths == 20).all()
+    out = fit_trends(rates, _periods((2005, 2014)), min_deaths=21)
+    assert (out.trend == "insufficient_data").all()
+    assert out.note.str.contains("20 deaths over the period, fewer than min_deaths = 21").all()
+    # The statistics of a valid fit stay (the interval shows how little 20 deaths say).
+    assert out.apc.notna().all()
+
+
+def _glm_reference(deaths, births, years):
+    import statsmodels.api as sm
+
+    return sm.GLM(np.asarray(deaths, dtype=float), sm.add_constant(np.asarray(years, dtype=float)),
+                  family=sm.families.Poisson(), offset=np.log(births)).fit(scale="X2")
+
+
+def test_the_poisson_rows_are_statsmodels_quasi_poisson_glms_with_zero_years_kept():
+    rng = np.random.default_rng(3)
+    rows, series = [], {}
+    for i in range(40):
+        n = int(rng.integers(5, 13))
+        births = rng.integers(80, 4000, n)
+        deaths = rng.poisson(births * 0.008 * np.exp(rng.normal(0, 0.2) * np.arange(n) / 5))
+        series[f"{i:05d}"] = (deaths, births)
+        for t in range(n):
+            rows.append({"area_level": "commune", "area_code": f"{i:05d}", "area_name": "x", "region_code": "13",
+                         "year": 2005 + t, "indicator": "imr", "deaths": int(deaths[t]),
+                         "live_births": int(births[t]), "rate_per_1000": 1000 * deaths[t] / births[t]})
+    rates = pd.DataFrame(rows)
+    out = fit_trends(rates, _periods((2005, 2016)))
+    counted = out[out.method == "poisson"]
+    assert (counted.trend != "not_estimable").sum() >= 35
+    for row in counted[counted.slope_log10.notna()].itertuples():
+        deaths, births = series[row.area_code]
+        years = 2005 + np.arange(len(deaths))
+        glm = _glm_reference(deaths, births, years)
+        assert row.n_years_used == len(deaths) and row.n_zero_years == int((deaths == 0).sum())
+        ln10 = np.log(10)
+        assert abs(row.slope_log10 * ln10 - glm.params[1]) < 1e-9
+        assert_allclose(row.intercept_log10 * ln10 - np.log(1000), glm.params[0], rtol=1e-9)
+        assert_allclose(row.dispersion, glm.scale, rtol=1e-9)
+        # Lag-1 autocorrelation of the Pearson residuals, and the AR(1) inflation when it is > 0.
+        e = glm.resid_pearson
+        r = np.sum(e[1:] * e[:-1]) / np.sum(e * e)
+        assert_allclose(row.rho, r, rtol=1e-8, atol=1e-12)
+        se = glm.bse[1] * np.sqrt((1 + r) / (1 - r) if r > 0 else 1.0)
+        assert_allclose(row.slope_se * ln10, se, rtol=1e-8)
+        assert_allclose(row.p_value, 2 * stats.t.sf(abs(glm.params[1] / se), len(deaths) - 2), rtol=1e-7)
+        c = stats.t.ppf(0.975, len(deaths) - 2)
+        assert_allclose(row.apc_ci95_lower, 100 * (np.exp(glm.params[1] - c * se) - 1), rtol=1e-7, atol=1e-9)
+        assert_allclose(row.apc, 100 * np.expm1(glm.params[1]), rtol=1e-8, atol=1e-10)
+
+
+def test_a_count_series_without_a_finite_poisson_maximum_is_not_estimable():
+    from infant_mortality.statistics.trend_fitters import SeriesData, get_fitter
+
+    # No deaths; every death in the first year; every death in the last year; a proper series.
+    deaths = np.array([0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 2, 0, 3, 1], dtype=float)
+    series = np.repeat([0, 1, 2, 3], 5)
+    fits = get_fitter("poisson").fit(SeriesData(series=series, year=np.tile(np.arange(2010, 2015), 4),
+                                                deaths=deaths, births=np.full(20, 300.0), y=np.full(20, np.nan)))
+    assert fits.estimable.tolist() == [False, False, False, True]
+    assert all("no finite maximum" in n[0] for n in fits.notes[:3])
+    glm = _glm_reference(deaths[15:], np.full(5, 300.0), np.arange(2010, 2015))
+    assert abs(fits.slope[3] * np.log(10) - glm.params[1]) < 1e-9
+
+
+def test_joinpoint_rows_are_the_aapc_of_fit_joinpoint_and_carry_its_segments():
+    import json
+
+    from infant_mortality.statistics.joinpoint import fit_joinpoint
+
+    # A fall, then a rise from 2012: one joinpoint, two segments.
+    rates = _rates({("region", "13", "imr"): [9.0, 8.1, 7.3, 7.6, 8.2, 8.9, 9.5, 10.3, 11.0, 12.1]},
+                   first_year=2008, births=20000)
+    row = _one(fit_trends(rates, _periods((2008, 2017))), area_code="13", method="joinpoint")
+    frame = rates.sort_values("year")
+    ref = fit_joinpoint(frame.year.to_numpy(), frame.deaths.to_numpy(dtype=float),
+                        frame.live_births.to_numpy(dtype=float))
+    assert ref.n_joinpoints == 1
+    assert_allclose([row.apc, row.apc_ci95_lower, row.apc_ci95_upper, row.p_value],
+                    [ref.aapc, ref.aapc_lower, ref.aapc_upper, ref.aapc_p], rtol=1e-10)
+    segments = json.loads(row.segments)
+    assert [(s["segment_start"], s["segment_end"]) for s in segments] == [
+        (int(s.start_year), int(s.end_year)) for s in ref.segments]
+    assert_allclose([s["apc"] for s in segments], [s.apc for s in ref.segments], rtol=1e-12)
+    # AAPC = the length-weighted mean segment slope (Clegg et al. 2009).
+    lengths = np.array([s["segment_end"] - s["segment_start"] for s in segments])
+    mean_slope = lengths @ np.array([s["slope_log10"] for s in segments]) / lengths.sum()
+    assert_allclose(row.slope_log10, mean_slope, rtol=1e-12)
+    assert "1 joinpoint(s) at" in row.note and row.trend in ("increasing", "stationary")
+
+
+def test_classes_agree_says_whether_the_study_and_the_count_model_agree():
+    rates = _rates({("commune", "d", "imr"): RESEARCH_NOTE_IMR}, births=20000)
+    out = fit_trends(rates, _periods((2005, 2014)))
+    assert set(out.trend) == {"decreasing"} and out.classes_agree.all()
+    # A limit below this fit's |rho| = 0.65: Prais-Winsten has no class, so no agreement to state.
+    strict = fit_trends(rates, _periods((2005, 2014)), max_abs_rho=0.6)
+    assert _one(strict, area_code="d").trend == "not_estimable"
+    assert strict.classes_agree.isna().all()
+    # Classes that differ: Ñuñoa 2010-2019 (bundled data), 150 deaths. Prais-Winsten on the log
+    # rates (rho = -0.33) finds a decrease (p = 0.037); the count model, whose variance grows with the
+    # Pearson dispersion of two low years (6 and 8 deaths), does not (p = 0.066).
+    deaths = [18, 16, 19, 18, 17, 16, 6, 18, 14, 8]
+    births = [2620, 2645, 2633, 2720, 2954, 3027, 2805, 2713, 2739, 2630]
+    nunoa = pd.DataFrame({"area_level": "commune", "area_code": "13120", "area_name": "Ñuñoa", "region_code": "13",
+                          "indicator": "imr", "year": range(2010, 2020), "deaths": deaths, "live_births": births,
+                          "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)]})
+    out = fit_trends(nunoa, _periods((2010, 2019)), min_deaths=20).set_index("method")
+    assert out.loc["prais_winsten", "trend"] == "decreasing" and out.loc["poisson", "trend"] == "stationary"
+    assert (~out.classes_agree).all()

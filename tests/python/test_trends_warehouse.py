@@ -10,20 +10,23 @@ from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 def test_every_rm_commune_and_the_region_has_an_imr_trend_over_2010_2019(bundled_warehouse):
     rows = query(
         bundled_warehouse,
-        "select area_level, count(*) from marts.fct_trends where indicator = 'imr' "
-        "and period_start = 2010 and period_end = 2019 group by area_level order by area_level",
+        "select area_level, method, count(*) from marts.fct_trends where indicator = 'imr' "
+        "and period_start = 2010 and period_end = 2019 group by all order by all",
     )
-    assert rows == [("commune", 346), ("country", 1), ("region", 16)]
+    assert rows == [(level, method, n) for level, n in [("commune", 346), ("country", 1), ("region", 16)]
+                    for method in ("joinpoint", "poisson", "prais_winsten")]
 
 
-def test_trend_class_follows_from_p_value_and_slope(bundled_warehouse):
+def test_trend_class_follows_from_deaths_p_value_and_slope(bundled_warehouse):
     rows = query(
         bundled_warehouse,
-        "select trend, p_value, slope_log10, n_years_used from marts.fct_trends where indicator = 'imr'",
+        "select trend, p_value, slope_log10, n_years_used, n_deaths from marts.fct_trends where indicator = 'imr'",
     )
-    assert len(rows) == 3 * (346 + 16 + 1)
-    for trend, p, slope, used in rows:
-        if used < 5 or p is None:
+    assert len(rows) == 3 * 3 * (346 + 16 + 1)
+    for trend, p, slope, used, deaths in rows:
+        if deaths < 20:
+            assert trend == "insufficient_data"
+        elif used < 5 or p is None:
             assert trend == "not_estimable"
         elif p < 0.05:
             assert trend == ("increasing" if slope > 0 else "decreasing")
@@ -42,7 +45,7 @@ def test_region_trend_equals_a_statsmodels_reference_fit_of_its_yearly_rates(bun
         bundled_warehouse,
         "select slope_log10, slope_se, p_value, rho, apc, apc_ci95_lower, apc_ci95_upper, trend "
         "from marts.fct_trends where area_level = 'region' and area_code = '13' and indicator = 'imr' "
-        "and period_start = 2010 and period_end = 2019",
+        "and period_start = 2010 and period_end = 2019 and method = 'prais_winsten'",
     )
     assert slope == pytest.approx(reference.params[1], rel=1e-9)
     assert se == pytest.approx(reference.bse[1], rel=1e-9)
@@ -57,7 +60,7 @@ def test_the_commune_with_an_unavailable_year_is_fitted_on_the_others_and_says_s
     (n_years, used, note), = query(
         bundled_warehouse,
         "select n_years, n_years_used, note from marts.fct_trends where area_code = '13123' "
-        "and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+        "and indicator = 'imr' and period_start = 2010 and period_end = 2019 and method = 'prais_winsten'",
     )
     assert (n_years, used) == (10, 9)
     assert "2018" in note
@@ -79,16 +82,17 @@ def test_the_mart_carries_the_fitted_line(bundled_warehouse):
     (intercept, slope), = query(
         bundled_warehouse,
         "select intercept_log10, slope_log10 from marts.fct_trends where area_level = 'region' "
-        "and area_code = '13' and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+        "and area_code = '13' and indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+        "and method = 'prais_winsten'",
     )
     assert intercept == pytest.approx(reference.params[0], rel=1e-9)
     # Stata's fitted values (predict xb): intercept + slope * year, on the raw-year scale.
     assert np.allclose(intercept + slope * years, reference.params[0] + reference.params[1] * years,
                        rtol=0, atol=1e-9)
-    # Null exactly when the trend is not estimable, like the slope.
+    # Null exactly when the slope is (no valid fit).
     (mismatch,), = query(
         bundled_warehouse,
-        "select count(*) from marts.fct_trends where (intercept_log10 is null) <> (trend = 'not_estimable')")
+        "select count(*) from marts.fct_trends where (intercept_log10 is null) <> (slope_log10 is null)")
     assert mismatch == 0
 
 
@@ -118,9 +122,86 @@ def test_trend_method_ols_fits_statsmodels_ols(ols_trends_warehouse):
         ols_trends_warehouse,
         "select intercept_log10, slope_log10, slope_se, p_value, rho, note from marts.fct_trends "
         "where area_level = 'region' and area_code = '13' and indicator = 'imr' "
-        "and period_start = 2010 and period_end = 2019",
+        "and period_start = 2010 and period_end = 2019 and method = 'prais_winsten'",
     )
     assert [intercept, slope, se, p] == pytest.approx(list(ols.params) + [ols.bse[1], ols.pvalues[1]], rel=1e-9)
     assert rho is None and note is None
-    (method,), = query(ols_trends_warehouse, "select vars_json ->> '$.trend_method' from marts.meta_build")
-    assert method == "ols"
+    (variant, fitter), = query(ols_trends_warehouse, "select vars_json ->> '$.trend_prais_variant', "
+                               "(select distinct fitter from marts.fct_trends where method = 'prais_winsten') "
+                               "from marts.meta_build")
+    assert variant == fitter == "ols"
+
+
+# --- Valid conclusions (docs/methods.md section 5): the acceptance of issue 26 -----------------
+
+
+def test_no_prais_winsten_class_rests_on_an_unconverged_fit_or_rho_near_a_unit_root(bundled_warehouse):
+    (bad,), = query(
+        bundled_warehouse,
+        "select count(*) from marts.fct_trends where method = 'prais_winsten' "
+        "and trend in ('increasing', 'decreasing', 'stationary') and (not converged or abs(rho) >= 0.95)")
+    assert bad == 0
+    # Isla de Pascua, Cholchol and Gorbea 2010-2019 (0-1 infant deaths a year) have no class by any method.
+    rows = query(
+        bundled_warehouse,
+        "select area_name, method, trend, n_deaths from marts.fct_trends where area_name in "
+        "('Isla de Pascua', 'Cholchol', 'Gorbea') and period_start = 2010 and period_end = 2019")
+    assert len(rows) == 9
+    assert all(trend == "insufficient_data" and deaths < 20 for _, _, trend, deaths in rows)
+    # Tirúa 2010-2019 never converged (its p swung with the stopping point): no class either.
+    (tirua,), = query(bundled_warehouse, "select trend from marts.fct_trends where area_name = 'Tirúa' "
+                      "and period_start = 2010 and period_end = 2019 and method = 'prais_winsten'")
+    assert tirua in ("not_estimable", "insufficient_data")
+
+
+def test_every_poisson_row_is_statsmodels_quasi_poisson_glm(bundled_warehouse):
+    import statsmodels.api as sm
+
+    years = query(
+        bundled_warehouse,
+        "select r.area_level, r.area_code, p.period_start, p.period_end, list(r.year order by r.year), "
+        "list(r.deaths order by r.year), list(r.live_births order by r.year) "
+        "from marts.fct_area_year_rates r join marts.fct_trends p on r.area_level = p.area_level "
+        "and r.area_code = p.area_code and r.indicator = p.indicator and p.method = 'poisson' "
+        "and r.year between p.period_start and p.period_end "
+        "where r.rate_per_1000 is not null and r.live_births > 0 group by all")
+    fitted = {(level, code, start, end): (slope, scale) for level, code, start, end, slope, scale in query(
+        bundled_warehouse,
+        "select area_level, area_code, period_start, period_end, slope_log10, dispersion "
+        "from marts.fct_trends where method = 'poisson'")}
+    assert len(fitted) == 3 * (346 + 16 + 1)
+    compared = {"commune": 0, "region": 0, "country": 0}
+    for level, code, start, end, yr, deaths, births in years:
+        slope, scale = fitted[(level, code, start, end)]
+        if slope is None:  # fewer than 5 years, or no finite maximum (a handful of deaths)
+            assert len(yr) < 5 or sum(deaths) < 20, (level, code, start, end)
+            continue
+        glm = sm.GLM(np.array(deaths, dtype=float), sm.add_constant(np.array(yr, dtype=float)),
+                     family=sm.families.Poisson(), offset=np.log(births)).fit(scale="X2")
+        assert abs(slope * np.log(10) - glm.params[1]) < 1e-6, (level, code, start, end)
+        assert scale == pytest.approx(glm.scale, rel=1e-6)
+        compared[level] += 1
+    assert compared["region"] == 48 and compared["country"] == 3 and compared["commune"] > 900
+
+
+def test_every_joinpoint_aapc_is_its_segments_length_weighted_mean_slope(bundled_warehouse):
+    rows = query(
+        bundled_warehouse,
+        "select t.apc, t.slope_log10, list(s.slope_log10 order by s.segment), "
+        "list(s.segment_end - s.segment_start order by s.segment), any_value(s.n_segments) "
+        "from marts.fct_trends t join marts.fct_trend_segments s using (area_level, area_code, indicator, "
+        "period_start, period_end) where t.method = 'joinpoint' group by t.area_level, t.area_code, "
+        "t.indicator, t.period_start, t.period_end, t.apc, t.slope_log10")
+    (fits,), = query(bundled_warehouse, "select count(*) from marts.fct_trends "
+                     "where method = 'joinpoint' and slope_log10 is not null")
+    assert len(rows) == fits and any(n > 1 for *_, n in rows)
+    for apc, slope, slopes, lengths, _ in rows:
+        mean = np.dot(slopes, lengths) / np.sum(lengths)
+        assert slope == pytest.approx(mean, rel=1e-12, abs=1e-15)
+        assert apc == pytest.approx(100 * (10 ** mean - 1), rel=1e-9, abs=1e-12)
+
+
+def test_meta_build_names_the_headline_method_and_interval_level(bundled_warehouse):
+    (method, label, level), = query(bundled_warehouse, "select trend_method, trend_method_label, "
+                                    "trend_ci_level from marts.meta_build")
+    assert (method, label, level) == ("prais_winsten", "Prais-Winsten", 0.95)

@@ -68,6 +68,10 @@ FUNCTIONS = {
     "imr_rate_ratio_upper": (lambda a, b, c, d, level: _poisson().rate_ratio_exact_ci(a, b, c, d, level)[1], 4,
                              True, "DOUBLE"),
     "imr_rate_ratio_midp": (lambda a, b, c, d: _poisson().rate_ratio_midp_p_value(a, b, c, d), 4, False, "DOUBLE"),
+    "imr_rate_ratio_midp_lower": (lambda a, b, c, d, level: _poisson().rate_ratio_midp_ci(a, b, c, d, level)[0], 4,
+                                  True, "DOUBLE"),
+    "imr_rate_ratio_midp_upper": (lambda a, b, c, d, level: _poisson().rate_ratio_midp_ci(a, b, c, d, level)[1], 4,
+                                  True, "DOUBLE"),
     "imr_funnel_category": (lambda d, e: _poisson().funnel_category(d, e), 2, False, "VARCHAR"),
 }
 

@@ -34,6 +34,9 @@ class Settings:
     unreliable_below_deaths: int
     comparison_alpha: float
     trend_p_threshold: float
+    trend_method: str = ""  # fct_trends.method of the headline (meta_build)
+    trend_method_label: str = ""
+    trend_ci_level: float = 0.95
     count_basis: str | None = None
     built_at: str | None = None
     git_commit: str | None = None
@@ -92,15 +95,18 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
 
         rates = read("fct_area_year_rates")
         comparison = read("fct_commune_vs_region")
+        settings = _settings(read("meta_build"))
+        trends = read("fct_trends")
         marts = Marts(
             warehouse=path,
             communes=read("dim_commune"),
             rates=rates,
             comparison=comparison,
-            trends=read("fct_trends"),
+            # fct_trends holds one row per method; the report shows the build's headline method.
+            trends=trends[trends["method"] == settings.trend_method].reset_index(drop=True),
             audit=read("audit_data_quality"),
             area_rates=read("fct_area_period_rates"),
-            settings=_settings(read("meta_build")),
+            settings=settings,
             smoothed=read("fct_smoothed_rates"),
             funnel_limits=read("fct_funnel_limits"),
             geojson=_geojson(comparison),
@@ -120,11 +126,12 @@ def _settings(meta: pd.DataFrame) -> Settings:
     row = meta.iloc[0].to_dict()
     values = json.loads(row.get("vars_json") or "{}")
     missing = [k for k in THRESHOLD_VARS if values.get(k) is None]
-    if missing:
-        raise ReportError(f"marts.meta_build.vars_json has no {', '.join(missing)}: the warehouse was built by an "
-                          "older version; rebuild it with `make warehouse`.")
+    if missing or not row.get("trend_method"):
+        raise ReportError(f"marts.meta_build has no {', '.join(missing or ['trend_method'])}: the warehouse was "
+                          "built by an older version; rebuild it with `make warehouse`.")
     thresholds = {k: cast(values[k]) for k, cast in THRESHOLD_VARS.items()}
-    return Settings(**thresholds, count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
+    return Settings(**thresholds, trend_method=row["trend_method"], trend_method_label=row["trend_method_label"],
+                    trend_ci_level=float(row["trend_ci_level"]), count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
                     git_commit=row.get("git_commit") or None)
 
 

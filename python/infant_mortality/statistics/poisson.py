@@ -71,6 +71,44 @@ def rate_ratio_midp_p_value(d1, n1, d2, n2):
     return _scalar_if_scalar(np.minimum(1.0, 2 * np.minimum(upper_tail, lower_tail)))[0]
 
 
+def _midp_tails(d1, total, p):
+    """One-sided mid-p tails of d1 ~ Binomial(total, p): (P(X > d1) + P(X = d1)/2, P(X < d1) + P(X = d1)/2)."""
+    point = stats.binom.pmf(d1, total, p)
+    return stats.binom.sf(d1, total, p) + point / 2, stats.binom.cdf(d1 - 1, total, p) + point / 2
+
+
+def rate_ratio_midp_ci(d1, n1, d2, n2, level: float = 0.95):
+    """Mid-p interval for (d1/n1) / (d2/n2): the interval that inverts the test of
+    :func:`rate_ratio_midp_p_value`, so it excludes 1 exactly when that p < 1 - level.
+
+    Conditional on d1 + d2, d1 ~ Binomial(d1 + d2, p), p = n1 RR / (n1 RR + n2). The lower limit
+    for p solves P(X > d1) + P(X = d1)/2 = a/2 and the upper P(X < d1) + P(X = d1)/2 = a/2
+    (both tails are monotone in p; solved by bisection on logit p to double precision); mapped
+    to RR as the exact interval is. Lower 0 when d1 = 0, upper +inf when d2 = 0.
+    """
+    d1, n1, d2, n2 = (np.asarray(v, dtype=float) for v in (d1, n1, d2, n2))
+    a = _tail(level)
+    total = d1 + d2
+    shape = np.broadcast(d1, n1, d2, n2).shape
+
+    def solve(tail_index, increasing):
+        lo, hi = np.full(shape, -60.0), np.full(shape, 60.0)
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            tail = _midp_tails(d1, total, special.expit(mid))[tail_index]
+            below = (tail < a) if increasing else (tail > a)
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return special.expit((lo + hi) / 2)
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_low = np.where(d1 > 0, solve(0, True), 0.0)
+        p_high = np.where(d2 > 0, solve(1, False), 1.0)
+        scale = n2 / n1
+        lower = p_low / (1 - p_low) * scale
+        upper = np.where(p_high < 1, p_high / (1 - p_high) * scale, np.inf)
+    return _scalar_if_scalar(lower, upper)
+
+
 FUNNEL_LEVELS = (0.95, 0.998)
 # The funnel's births axis spans its communes from this fraction of the fewest births to this
 # multiple of the most (the mart's grid and the report's axis both use it).

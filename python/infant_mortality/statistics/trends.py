@@ -1,10 +1,12 @@
 """Trend rows: a fitted line of log10(yearly rate) on year, per series and analysis period.
 
-The shell of trend fitting (``docs/methods.md`` section 4). It owns every rule that does not
-depend on the regression method; the method is a *fitter* chosen by name from
+The shell of trend fitting (``docs/methods.md`` sections 4 and 5). It owns every rule that does
+not depend on the regression method; the method is a *fitter* chosen by name from
 ``infant_mortality.statistics.trend_fitters`` (``prais``, the default, and ``corc``: Prais-Winsten /
-Cochrane-Orcutt as Stata ``prais``; ``ols``: plain least squares). The fitter owns its own
-rules: degrees of freedom, when a fit is estimable, its method-specific columns and notes.
+Cochrane-Orcutt as Stata ``prais``; ``ols``: plain least squares; ``poisson``: quasi-Poisson
+regression of the counts). The fitter owns its own rules: which years it fits (log rates or
+counts), degrees of freedom, when a fit is estimable and valid, its method-specific columns and
+notes. ``fct_trends`` holds one row per series, period and method of :data:`MART_METHODS`.
 
 Two entry points:
 
@@ -21,10 +23,15 @@ Rules of the shell:
   df = the fitter's residual degrees of freedom; ``ci_critical="normal"`` uses the normal
   quantile (1.96) instead. The fitted log10 rate at year t is intercept_log10 + slope_log10 * t
   (Stata's ``_cons``, uncentred).
+* The p-value is the fitter's (t with its df) under ``ci_critical="t"`` and from the normal
+  distribution under ``"normal"``, and ``ci_level`` must be 1 - ``p_threshold``: the class then
+  says exactly whether the interval beside it excludes 0 (never contradicts it).
 * Class: ``increasing`` if p < p_threshold and b1 > 0, ``decreasing`` if p < p_threshold and
   b1 < 0, otherwise ``stationary``; ``not_estimable`` when fewer than ``min_years`` usable
-  years remain or the fitter says the fit is not estimable, with the statistics NULL and the
-  reason in ``note``. ``min_years`` must be at least the fitter's ``min_years_floor``.
+  years remain or the fitter says the fit is not estimable (or not valid), with the statistics
+  NULL and the reason in ``note``; ``insufficient_data`` (first of all, whatever the years and
+  the fit) when the years with a rate hold fewer than ``min_deaths`` deaths, so every method
+  says the same of a series too thin to measure (statistics kept when the fit is estimable). ``min_years`` must be at least the fitter's ``min_years_floor``.
 * Years without a rate (NULL rate, or no row at all in the window) and zero-rate years
   (log10(0) is undefined) are never replaced silently: they are left out of the fit, counted
   (``n_zero_years``; ``n_years`` - ``n_years_used`` in general) and listed in ``note``.
@@ -38,6 +45,7 @@ stored in ``result.attrs["fit_seconds"]`` (with ``attrs["n_series"]``, ``attrs["
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -45,22 +53,28 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from infant_mortality.statistics.trend_fitters import METHOD_COLUMNS, get_fitter
+from infant_mortality.statistics.trend_fitters import METHOD_COLUMNS, SeriesData, get_fitter
 
 logger = logging.getLogger(__name__)
 
 ZERO_RATE_POLICIES = ("drop", "add_half_death")
 CI_CRITICAL = ("t", "normal")
-TREND_CLASSES = ("increasing", "decreasing", "stationary", "not_estimable")
+TREND_CLASSES = ("increasing", "decreasing", "stationary", "not_estimable", "insufficient_data")
+CLASSED = ("increasing", "decreasing", "stationary")
+
+# fct_trends' methods (the `method` column) and the fitter of each; the study's log10-rate fit
+# takes its fitter from the settings (var trend_prais_variant: prais, corc or ols).
+MART_METHODS = {"prais_winsten": None, "poisson": "poisson", "joinpoint": "joinpoint"}
 
 AREA_KEYS = ["area_level", "area_code", "indicator"]
-KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end"]
+KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end", "method"]
 
 # Statistics columns of every trend row, after the series keys (and period columns).
 STAT_DTYPES = {
     "n_years": "Int64",
     "n_years_used": "Int64",
     "n_zero_years": "Int64",
+    "n_deaths": "Int64",
     "slope_log10": "Float64",
     "intercept_log10": "Float64",
     "slope_se": "Float64",
@@ -71,11 +85,13 @@ STAT_DTYPES = {
     "converged": "boolean",
     "dw_original": "Float64",
     "dw_transformed": "Float64",
+    "dispersion": "Float64",
     "apc": "Float64",
     "apc_ci95_lower": "Float64",
     "apc_ci95_upper": "Float64",
     "trend": "string",
     "note": "string",
+    "segments": "string",
 }
 
 OUTPUT_DTYPES = {
@@ -86,7 +102,11 @@ OUTPUT_DTYPES = {
     "indicator": "string",
     "period_start": "Int64",
     "period_end": "Int64",
+    "method": "string",
+    "fitter": "string",
+    "method_label": "string",
     **STAT_DTYPES,
+    "classes_agree": "boolean",
 }
 OUTPUT_COLUMNS = list(OUTPUT_DTYPES)
 
@@ -121,6 +141,10 @@ def _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, 
         raise ValueError(f"ci_level must be between 0 and 1, got {ci_level!r}")
     if not 0 < p_threshold < 1:
         raise ValueError(f"p_threshold must be between 0 and 1, got {p_threshold!r}")
+    if abs(ci_level - (1.0 - p_threshold)) > 1e-9:
+        raise ValueError(f"ci_level ({ci_level!r}) must be 1 - p_threshold ({p_threshold!r}): a trend class "
+                         "must say whether the interval beside it excludes 0 (vars trend_ci_level, "
+                         "trend_p_threshold)")
     floor = fitter.min_years_floor
     if int(min_years) != min_years or min_years < floor:
         raise ValueError(f"min_years must be an integer >= {floor} for {fitter.label}, got {min_years!r}")
@@ -190,13 +214,14 @@ def _window_years(r, grid, keys, zero_rate_policy) -> pd.DataFrame:
         half = zero & (births > 0) & ~(deaths > 0)
         y_rate = np.where(half, 0.5 / np.where(half, births, 1.0) * 1000.0, y_rate)
     used = np.isfinite(y_rate) & (y_rate > 0)
-    return w.assign(unavailable=unavailable, zero=zero, half=half, used=used,
+    counted = ~unavailable & (births > 0) & (deaths >= 0)
+    return w.assign(unavailable=unavailable, zero=zero, half=half, used=used, counted=counted,
                     y=np.log10(np.where(used, y_rate, 1.0)))
 
 
-def _data_notes(grid, w, zero_rate_policy) -> list[list[str]]:
+def _data_notes(grid, w, zero_rate_policy, fits_logs) -> list[list[str]]:
     """Per window: the sentences about its data (years absent, unavailable, zero, fitted at
-    0.5 death), in that order."""
+    0.5 death), in that order. A fitter of counts keeps zero years: nothing to say of them."""
     sid, yrs = w["sid"].to_numpy(), w["year"].to_numpy(dtype=int)
 
     def years_by_window(flag):
@@ -208,7 +233,7 @@ def _data_notes(grid, w, zero_rate_policy) -> list[list[str]]:
     unavailable = w["unavailable"].to_numpy()
     absent_rows = years_by_window(np.ones(len(w), dtype=bool))
     null_years = years_by_window(unavailable)
-    zero_years = years_by_window(w["zero"].to_numpy() & ~w["half"].to_numpy())
+    zero_years = years_by_window(w["zero"].to_numpy() & ~w["half"].to_numpy() & fits_logs)
     half_years = years_by_window(w["half"].to_numpy())
     reasons = {}
     for s, text in zip(sid[unavailable].tolist(), w["reason"][unavailable].tolist()):
@@ -248,6 +273,7 @@ def fit_series_trends(
     reason: str | None = "unavailable_reason",
     attributes: list[str] | tuple[str, ...] = (),
     min_years: int = 5,
+    min_deaths: int | None = None,
     zero_rate_policy: str = "drop",
     ci_level: float = 0.95,
     ci_critical: str = "t",
@@ -266,6 +292,8 @@ def fit_series_trends(
     ``periods``: frame with period_start, period_end (other columns ignored); every series
     gets a row for every period. Without it each series has one window, from its first to
     its last year in ``rows``.
+    ``min_deaths``: a window whose years with a rate hold fewer deaths is ``insufficient_data``
+    (None: no such rule, e.g. for an index without counts).
     ``method``: a name of ``infant_mortality.statistics.trend_fitters.FITTERS``; ``fitter_options``
     (e.g. ``rhotype``, ``gaps``, ``twostep``, ``tol``, ``max_iter`` for Prais-Winsten) go to
     the fitter, which uses those its class declares.
@@ -273,7 +301,7 @@ def fit_series_trends(
     Returns the ``keys``, ``attributes``, period_start, period_end and the columns of
     :data:`STAT_DTYPES`.
     """
-    fitter = get_fitter(method, **fitter_options)
+    fitter = get_fitter(method, ci_level=ci_level, **fitter_options)
     _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold)
     keys, attributes = list(keys), list(attributes)
     missing = [c for c in [*keys, year, rate, *attributes] if c not in rows.columns]
@@ -294,15 +322,25 @@ def fit_series_trends(
         out.attrs.update(fit_seconds=0.0, n_series=0, n_fitted=0, method_label=fitter.label)
         return out
     w = _window_years(r, grid, keys, zero_rate_policy)
-    sid_all, used = w["sid"].to_numpy(), w["used"].to_numpy()
+    sid_all = w["sid"].to_numpy()
+    fits_logs = fitter.data == "log_rate"
+    used = w["used" if fits_logs else "counted"].to_numpy()
     n_sid = len(grid)
     n_used = np.bincount(sid_all[used], minlength=n_sid)
     n_zero = np.bincount(sid_all[w["zero"].to_numpy()], minlength=n_sid)
+    counted = w["counted"].to_numpy()
+    deaths_all = w["deaths"].to_numpy(dtype=float, na_value=np.nan)
+    n_deaths = np.bincount(sid_all[counted], weights=deaths_all[counted], minlength=n_sid)
+    has_counts = np.bincount(sid_all[counted], minlength=n_sid) > 0
+    too_few_deaths = (has_counts & (n_deaths < min_deaths) if min_deaths is not None
+                      else np.zeros(n_sid, dtype=bool))
 
     # The fitter sees the windows with enough usable years.
     fit_mask = used & (n_used[sid_all] >= min_years)
-    fit = fitter.fit(w["y"].to_numpy()[fit_mask], w["year"].to_numpy(dtype=float)[fit_mask],
-                     sid_all[fit_mask])
+    births_all = w["live_births"].to_numpy(dtype=float, na_value=np.nan)
+    fit = fitter.fit(SeriesData(series=sid_all[fit_mask], year=w["year"].to_numpy(dtype=float)[fit_mask],
+                                deaths=deaths_all[fit_mask], births=births_all[fit_mask],
+                                y=w["y"].to_numpy()[fit_mask]))
     idx = np.asarray(fit.series).astype(int)
 
     def full(values, fill=np.nan):
@@ -313,6 +351,10 @@ def fit_series_trends(
     slope, intercept, se = full(fit.slope), full(fit.intercept), full(fit.slope_se)
     t_stat, p_value, df = full(fit.t_stat), full(fit.p_value), full(fit.df_resid)
     estimable = full(fit.estimable, fill=0.0) > 0
+    fitted = np.zeros(n_sid, dtype=bool)
+    fitted[idx] = True
+    if ci_critical == "normal":  # the test of the interval beside the class
+        p_value = 2.0 * stats.norm.sf(np.abs(t_stat))
 
     alpha = 1.0 - ci_level
     with np.errstate(invalid="ignore", over="ignore"):
@@ -327,18 +369,22 @@ def fit_series_trends(
     trend = np.where(significant & (slope > 0), "increasing",
                      np.where(significant & (slope < 0), "decreasing", "stationary"))
     trend = np.where(estimable, trend, "not_estimable")
+    trend = np.where(too_few_deaths, "insufficient_data", trend)
 
-    # Notes: the data first, then why it is not estimable / what the fitter says; joined with '; '.
-    notes = _data_notes(grid, w, zero_rate_policy)
+    # Notes: the data first, then why there is no class / what the fitter says; joined with '; '.
+    notes = _data_notes(grid, w, zero_rate_policy, fits_logs)
     fitter_notes = dict(zip(idx.tolist(), fit.notes))
     for s, note in enumerate(notes):
+        if too_few_deaths[s]:
+            note.append(f"insufficient data: {int(n_deaths[s])} deaths over the period, fewer than "
+                        f"min_deaths = {min_deaths} (a trend in the rate is not measurable)")
         if n_used[s] < min_years:
             note.append(f"not estimable: {n_used[s]} usable years, fewer than min_years = {min_years}")
         else:
             note.extend(fitter_notes.get(s, []))
 
-    def stat(values, dtype):
-        v = np.where(estimable, np.asarray(values, dtype=float), np.nan)
+    def stat(values, dtype, keep=estimable):
+        v = np.where(keep, np.asarray(values, dtype=float), np.nan)
         if dtype == "boolean":
             return pd.array([None if np.isnan(x) else bool(x) for x in v], dtype="boolean")
         return pd.array(v, dtype=dtype)
@@ -352,17 +398,20 @@ def fit_series_trends(
         "n_years": pd.Series((grid["period_end"] - grid["period_start"] + 1).to_numpy(dtype=int), dtype="Int64"),
         "n_years_used": pd.Series(n_used, dtype="Int64"),
         "n_zero_years": pd.Series(n_zero, dtype="Int64"),
+        "n_deaths": pd.array(np.where(has_counts, n_deaths, np.nan), dtype="Float64").astype("Int64"),
         "slope_log10": stat(slope, "Float64"),
         "intercept_log10": stat(intercept, "Float64"),
         "slope_se": stat(se, "Float64"),
         "t_stat": stat(t_stat, "Float64"),
         "p_value": stat(p_value, "Float64"),
-        **{name: stat(values, STAT_DTYPES[name]) for name, values in method_values.items()},
+        # The method's diagnostics are kept for every fit, estimable or not: they say why not.
+        **{name: stat(values, STAT_DTYPES[name], keep=fitted) for name, values in method_values.items()},
         "apc": stat(apc, "Float64"),
         "apc_ci95_lower": stat(lower, "Float64"),
         "apc_ci95_upper": stat(upper, "Float64"),
         "trend": pd.Series(trend, dtype="string"),
         "note": pd.Series(["; ".join(n) if n else None for n in notes], dtype="string"),
+        "segments": pd.Series(_segments_json(fit, idx, estimable, n_sid), dtype="string"),
     })
     out = pd.concat([out, stats_frame], axis=1)[out_columns].astype(STAT_DTYPES)
     total_seconds = time.perf_counter() - t_start
@@ -373,10 +422,27 @@ def fit_series_trends(
     return out
 
 
+def _segments_json(fit, idx, estimable, n_sid) -> list:
+    """Per window: its segments as a JSON list (segmented fitters, estimable fits), else None."""
+    out = [None] * n_sid
+    if fit.segments is not None:
+        for s, segments in zip(idx.tolist(), fit.segments):
+            if estimable[s]:
+                out[s] = json.dumps(segments)
+    return out
+
+
 # The trend vars as the models' config `trend_settings` carries them (text, rendered by dbt),
 # with the Python type of each: the one place where a var becomes a keyword of fit_series_trends.
-TREND_SETTING_TYPES = {"min_years": int, "zero_rate_policy": str, "p_threshold": float, "ci_level": float,
-                       "ci_critical": str, "rhotype": str, "method": str, "gaps": str}
+# `method` is the fitter of the study's log10-rate fit (var trend_prais_variant).
+def _optional_int(text):
+    """A var that may be unset (rendered "None" or ""): None, else the whole number."""
+    return None if str(text).strip() in ("", "None", "none") else int(text)
+
+
+TREND_SETTING_TYPES = {"min_years": int, "min_deaths": int, "zero_rate_policy": str, "p_threshold": float,
+                       "ci_level": float, "ci_critical": str, "rhotype": str, "method": str, "gaps": str,
+                       "max_abs_rho": float, "max_joinpoints": _optional_int, "selection": str}
 
 
 def trend_settings(config: dict | None) -> dict:
@@ -390,8 +456,11 @@ def trend_settings(config: dict | None) -> dict:
     return {name: convert(config[name]) for name, convert in TREND_SETTING_TYPES.items()}
 
 
-def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, **settings) -> pd.DataFrame:
-    """The ``fct_trends`` rows: one per (area_level, area_code, indicator, period_start, period_end).
+def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, *, method: str = "prais", **settings) -> pd.DataFrame:
+    """The ``fct_trends`` rows: one per (area_level, area_code, indicator, period_start, period_end)
+    and method of :data:`MART_METHODS` (``method`` names the fitter of ``prais_winsten``: ``prais``,
+    ``corc`` or ``ols``), with ``classes_agree`` saying, on every row of a series and period,
+    whether the study's class and the count model's agree (null unless both have a class).
 
     ``rates``: area_level, area_code, area_name, region_code, year, indicator, deaths,
     live_births, rate_per_1000 (NULL when unavailable; optional ``unavailable_reason``).
@@ -405,10 +474,30 @@ def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, **settings) -> pd.Dat
     missing = [c for c in RATE_COLUMNS if c not in rates.columns]
     if missing:
         raise ValueError(f"rates is missing columns {missing}")
-    out = fit_series_trends(rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
-                            **settings)
-    attrs = dict(out.attrs)
-    out = out.sort_values(["area_level", "area_code", "indicator", *PERIOD_COLUMNS], ignore_index=True)
+    parts, attrs = [], {"fit_seconds": 0.0, "total_seconds": 0.0, "n_series": 0, "n_fitted": 0}
+    for name, fitter in MART_METHODS.items():
+        fitter = fitter or method
+        part = fit_series_trends(rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
+                                 method=fitter, **settings)
+        parts.append(part.assign(method=name, fitter=fitter, method_label=part.attrs["method_label"]))
+        attrs["fit_seconds"] += part.attrs["fit_seconds"]
+        attrs["total_seconds"] += part.attrs.get("total_seconds", 0.0)
+        attrs["n_series"] = part.attrs["n_series"]
+        attrs["n_fitted"] += part.attrs["n_fitted"]
+    attrs["method_label"] = ", ".join(p.attrs["method_label"] for p in parts)
+    out = pd.concat(parts, ignore_index=True)
+    out["classes_agree"] = _classes_agree(out)
+    out = out.sort_values(KEYS, ignore_index=True)
     out = out[OUTPUT_COLUMNS].astype(OUTPUT_DTYPES)
     out.attrs.update(attrs)
     return out
+
+
+def _classes_agree(out: pd.DataFrame) -> pd.Series:
+    """Per row: does the series' prais_winsten class equal its poisson class (both classed)?"""
+    series = ["area_level", "area_code", "indicator", *PERIOD_COLUMNS]
+    pairs = (out[out["method"] == "prais_winsten"][[*series, "trend"]]
+             .merge(out[out["method"] == "poisson"][[*series, "trend"]], on=series, suffixes=("_pw", "_count")))
+    both = pairs["trend_pw"].isin(CLASSED) & pairs["trend_count"].isin(CLASSED)
+    pairs["agree"] = pd.array(np.where(both, pairs["trend_pw"] == pairs["trend_count"], None), dtype="boolean")
+    return out[series].merge(pairs[[*series, "agree"]], on=series, how="left")["agree"].astype("boolean").to_numpy()

@@ -1,4 +1,4 @@
-"""Trend fitters, chosen by name (dbt var ``trend_method``).
+"""Trend fitters, chosen by name (``fct_trends`` fits the methods of ``trends.MART_METHODS``).
 
 Adding a method: write one module in this package with a fitter class (the interface is in
 ``base``) and add one line to ``FITTERS``: name -> (module, class, fixed keyword options).
@@ -9,15 +9,17 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from infant_mortality.statistics.trend_fitters.base import METHOD_COLUMNS, SeriesFits
+from infant_mortality.statistics.trend_fitters.base import METHOD_COLUMNS, SeriesData, SeriesFits
 
 FITTERS: dict[str, tuple[str, str, dict]] = {
     "prais": ("prais", "PraisWinstenFitter", {"method": "prais"}),
     "corc": ("prais", "PraisWinstenFitter", {"method": "corc"}),
     "ols": ("ols", "OlsFitter", {}),
+    "poisson": ("poisson", "PoissonFitter", {}),
+    "joinpoint": ("joinpoint", "JoinpointFitter", {}),
 }
 
-__all__ = ["FITTERS", "METHOD_COLUMNS", "SeriesFits", "get_fitter"]
+__all__ = ["FITTERS", "METHOD_COLUMNS", "SeriesData", "SeriesFits", "get_fitter"]
 
 
 def get_fitter(name: str, **options):

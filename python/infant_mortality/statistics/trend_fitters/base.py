@@ -1,19 +1,25 @@
 """What every trend fitter returns to the shell ``infant_mortality.statistics.trends``.
 
-A fitter regresses y = log10(rate) on year for many series at once and decides, with rules of
-its own method, which fits say something (estimability) and what the reader must know about a
-fit (notes). The shell owns everything that does not depend on the method: the series x
-period grid, which years are usable, the zero-rate policy, the minimum number of years, the
-APC and its interval, the trend class, the notes about the data, and the output types.
+A fitter fits a trend on year for many series at once and decides, with rules of its own
+method, which fits say something (estimability, validity) and what the reader must know about
+a fit (notes). The shell owns everything that does not depend on the method: the series x
+period grid, which years are usable, the zero-rate policy, the minimum numbers of years and
+deaths, the APC and its interval, the trend class, the notes about the data, and the output
+types.
 
 A fitter is a class with
 
-* ``label`` -- the method's name for logs (``"Prais-Winsten"``);
+* ``label`` -- the method's name for people (``"Prais-Winsten"``; the report reads it from
+  the build);
+* ``data`` -- which years it fits: ``"log_rate"`` (years with a rate > 0, ``y`` = its log10;
+  a zero-rate year follows the shell's zero-rate policy) or ``"counts"`` (every year with
+  births, zero-death years included);
 * ``min_years_floor`` -- the fewest usable years for which the method can say anything about
   a trend (``min_years`` below it is refused);
-* ``fit(y, year, series) -> SeriesFits`` -- flat arrays of equal length (long format, any row
-  order, years unique within a series, y finite); results per unique series label in sorted
-  order, as :class:`SeriesFits`.
+* ``fit(data: SeriesData) -> SeriesFits`` -- the years of many series in long format (any
+  row order, years unique within a series); results per unique series label in sorted
+  order, as :class:`SeriesFits`, with the slope on the log10 scale whatever the method's own
+  link (a natural-log slope b is b / ln 10), so the shell's APC = (10^b - 1) 100 serves all.
 
 Its constructor takes keyword options; the shell passes only the options the class declares
 (``dataclasses.fields``), so an option of another method (``rhotype`` for OLS) is not used.
@@ -26,20 +32,42 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Mart columns a fitter may fill besides the common statistics (null when it does not).
-METHOD_COLUMNS = ("rho", "iterations", "converged", "dw_original", "dw_transformed")
+METHOD_COLUMNS = ("rho", "iterations", "converged", "dw_original", "dw_transformed", "dispersion")
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesData:
+    """What a fitter fits, one entry per series-year: the series label, the year, the deaths
+    and live births (NaN when the rows carry no counts, e.g. a yearly index), and ``y``, the
+    log10 of the rate fitted (finite on every row a ``"log_rate"`` fitter receives)."""
+
+    series: np.ndarray
+    year: np.ndarray
+    deaths: np.ndarray
+    births: np.ndarray
+    y: np.ndarray
+
+    def __post_init__(self):
+        n = len(self.series)
+        for name in ("year", "deaths", "births", "y"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"SeriesData.{name} has {len(getattr(self, name))} entries for {n} rows")
 
 
 @dataclass(frozen=True, eq=False)
 class SeriesFits:
     """One fit per series label (``series``, sorted), arrays aligned with it.
 
-    ``intercept`` is on the raw-year scale (Stata's ``_cons``: the fitted log10 rate at year t
-    is intercept + slope * t). ``df_resid`` is the residual degrees of freedom used for the
+    ``intercept`` and ``slope`` are on the log10 scale of the rate per 1000 and the raw year
+    (Stata's ``_cons``: the fitted log10 rate at year t is intercept + slope * t). ``df_resid`` is the residual degrees of freedom used for the
     slope's t statistic (the shell uses it for the APC interval). ``estimable`` False means
     the statistics say nothing (the shell nulls them and calls the trend ``not_estimable``);
     ``notes`` holds, per series, first why it is not estimable (when it is not), then what a
     reader must know about the fit, one sentence each. ``columns`` holds the method's own mart
-    columns, named in :data:`METHOD_COLUMNS`.
+    columns, named in :data:`METHOD_COLUMNS`. ``df_resid`` = inf means the normal distribution
+    (a method whose test is a z test). ``segments``, for a segmented method, holds per series
+    the list of its segments (dicts: segment, segment_start, segment_end, slope_log10, slope_se,
+    apc, apc_lower, apc_upper, p_value), published in ``fct_trend_segments``.
     """
 
     series: np.ndarray
@@ -52,6 +80,7 @@ class SeriesFits:
     estimable: np.ndarray
     notes: list[list[str]]
     columns: dict[str, np.ndarray] = field(default_factory=dict)
+    segments: list[list[dict]] | None = None
     elapsed_seconds: float = 0.0
 
     def __post_init__(self):
@@ -61,6 +90,8 @@ class SeriesFits:
                 raise ValueError(f"SeriesFits.{name} has {len(getattr(self, name))} entries for {n} series")
         if len(self.notes) != n:
             raise ValueError(f"SeriesFits.notes has {len(self.notes)} entries for {n} series")
+        if self.segments is not None and len(self.segments) != n:
+            raise ValueError(f"SeriesFits.segments has {len(self.segments)} entries for {n} series")
         unknown = set(self.columns) - set(METHOD_COLUMNS)
         if unknown:
             raise ValueError(f"SeriesFits.columns has unknown columns {sorted(unknown)}; allowed {METHOD_COLUMNS}")

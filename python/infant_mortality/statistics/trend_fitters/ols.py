@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from infant_mortality.statistics.trend_fitters.base import SeriesFits
+from infant_mortality.statistics.trend_fitters.base import SeriesData, SeriesFits
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,14 @@ class OlsFitter:
     """OLS of y on [1, year] per series; no options."""
 
     label = "OLS"
+    data = "log_rate"
     min_years_floor = 3
 
-    def fit(self, y, year, series) -> SeriesFits:
+    def fit(self, data: SeriesData) -> SeriesFits:
         t0 = time.perf_counter()
-        y = np.asarray(y, dtype=float)
-        year = np.asarray(year, dtype=float)
-        labels, codes = np.unique(np.asarray(series), return_inverse=True)
+        y = np.asarray(data.y, dtype=float)
+        year = np.asarray(data.year, dtype=float)
+        labels, codes = np.unique(np.asarray(data.series), return_inverse=True)
         order = np.lexsort((year, codes))
         codes, y, year = codes[order], y[order], year[order]
         S = len(labels)

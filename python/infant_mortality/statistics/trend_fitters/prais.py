@@ -12,6 +12,12 @@ rules that only make sense for an AR(1) fit (docs/methods.md section 4).
 * ``min_years_floor``: 4 (5 for Cochrane-Orcutt). With 3 years the Prais-Winsten iteration
   always runs to rho = -1 (the OLS residuals of 3 points are proportional to (1, -2, 1)), and
   Cochrane-Orcutt on 4 years keeps 3 rows: neither says anything about a trend.
+* Validity (docs/methods.md, "Valid conclusions"): an estimable fit is a trend only when the
+  iteration converged and |rho| < ``max_abs_rho`` (var ``trend_max_abs_rho``, 0.95). On 5-10
+  points rho near or beyond +-1 makes the transformed regression an interpolation (Isla de
+  Pascua 2010-2019: rho = -0.9999998, p = 8e-14), and a fit that stopped at the iteration cap
+  has a p that depends on where it stopped (Tiruá 2010-2019: 0.0003 to 0.12). Such a fit is
+  not estimable, with rho, iterations and convergence kept to show why.
 * Notes: time gaps (rho restarted at each gap, or rows treated as consecutive), |rho| >= 1,
   non-convergence.
 """
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from infant_mortality.statistics.prais_winsten import _check_options, prais_winsten_trend_batch
-from infant_mortality.statistics.trend_fitters.base import SeriesFits, consecutive_breaks
+from infant_mortality.statistics.trend_fitters.base import SeriesData, SeriesFits, consecutive_breaks
 
 
 @dataclass(frozen=True)
@@ -37,9 +43,13 @@ class PraisWinstenFitter:
     tol: float = 1e-6
     max_iter: int = 100
     gaps: str = "restart"
+    max_abs_rho: float = 0.95
+    data = "log_rate"
 
     def __post_init__(self):
         _check_options(self.method, self.rhotype, self.tol, self.max_iter, self.gaps)
+        if not 0 < self.max_abs_rho <= 1:
+            raise ValueError(f"max_abs_rho must be in (0, 1], got {self.max_abs_rho!r}")
 
     @property
     def label(self) -> str:
@@ -49,17 +59,21 @@ class PraisWinstenFitter:
     def min_years_floor(self) -> int:
         return 5 if self.method == "corc" else 4
 
-    def fit(self, y, year, series) -> SeriesFits:
+    def fit(self, data: SeriesData) -> SeriesFits:
+        year, series = np.asarray(data.year, dtype=float), np.asarray(data.series)
         fit = prais_winsten_trend_batch(
-            y, year, series, method=self.method, rhotype=self.rhotype, twostep=self.twostep,
+            data.y, year, series, method=self.method, rhotype=self.rhotype, twostep=self.twostep,
             tol=self.tol, max_iter=self.max_iter, gaps=self.gaps)
         se, p_value, rho = fit.slope_se, fit.p_value, fit.rho
         df = fit.df_resid.astype(float)
         fitted = np.isfinite(se) & np.isfinite(p_value) & (se >= 0)
         too_few_final_rows = fitted & (df < 2)
         perfect_fit = fitted & (se == 0)
-        estimable = fitted & ~too_few_final_rows & ~perfect_fit
-        n_gaps = consecutive_breaks(np.asarray(year, dtype=float), np.asarray(series))
+        computed = fitted & ~too_few_final_rows & ~perfect_fit
+        rho_too_large = computed & ~(np.abs(rho) < self.max_abs_rho)
+        not_converged = computed & ~rho_too_large & ~fit.converged
+        estimable = computed & ~rho_too_large & ~not_converged
+        n_gaps = consecutive_breaks(year, series)
 
         notes = []
         for i in range(len(fit)):
@@ -70,7 +84,14 @@ class PraisWinstenFitter:
                             "first of each run of years)")
             elif perfect_fit[i]:
                 note.append("not estimable: the transformed regression fits exactly (residual variance 0)")
-            elif not estimable[i]:
+            elif rho_too_large[i]:
+                note.append(f"not estimable: |rho| = {abs(rho[i]):.7g} is not below trend_max_abs_rho = "
+                            f"{self.max_abs_rho:g} (an AR(1) fit this close to a unit root or beyond "
+                            "interpolates the points; its p-value means nothing)")
+            elif not_converged[i]:
+                note.append(f"not estimable: rho did not converge in {self.max_iter} iterations (the "
+                            "p-value depends on where the iteration stopped)")
+            elif not computed[i]:
                 note.append("not estimable: no residual degrees of freedom left in the transformed "
                             "regression" if df[i] <= 0
                             else "not estimable: singular transformed regression (rho = 1)")
@@ -78,12 +99,9 @@ class PraisWinstenFitter:
                 note.append("years used are not consecutive: " + (
                     "rho computations restarted at each gap (Stata tsset convention)"
                     if self.gaps == "restart" else "treated as consecutive observations"))
-            if fit.rho_out_of_bounds[i] and estimable[i]:
+            if fit.rho_out_of_bounds[i] and computed[i]:
                 note.append(f"|rho| >= 1 ({rho[i]:.6g}): first observation dropped in the final "
                             "fit (Cochrane-Orcutt)")
-            if not fit.converged[i] and estimable[i]:
-                note.append(f"rho did not converge in {self.max_iter} iterations "
-                            "(statistics of the last iteration)")
             notes.append(note)
 
         return SeriesFits(

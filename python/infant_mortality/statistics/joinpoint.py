@@ -1,0 +1,542 @@
+"""Joinpoint regression of a rate series, as NCI's Joinpoint program does it (docs/joinpoint.md).
+
+Model (Kim, Fay, Feuer, Midthune 2000): ln(rate_t) = b0 + b1 t + sum_k d_k (t - tau_k)+, a
+continuous broken line whose joinpoints tau_k sit at observed years, fitted by weighted least
+squares over every admissible set of joinpoints (NCI's grid search). The number of joinpoints is
+chosen by NCI's sequential permutation test or by BIC; each segment gets its APC with interval
+and p, the whole period its AAPC (Clegg et al. 2009).
+
+API
+---
+``fit_joinpoint(year, deaths, births, *, max_joinpoints=None, min_joinpoints=0, min_from_end=2,
+min_between=2,
+selection="permutation", n_permutations=4499, alpha=0.05, seed=20000335, ci_level=0.95,
+weighting="poisson", se_method="nci", zero_deaths="add_half") -> JoinpointFit``
+    One series: arrays of equal length, one row per year (any order, years unique).
+
+``fit_joinpoint_many(year, deaths, births, series, **same options) -> list[JoinpointFit]``
+    Many series at once from flat long arrays (any row order); one fit per unique ``series``
+    label, in sorted label order. A series' result does not depend on the other series fitted
+    with it (the permutations are drawn from ``seed`` and the series length only).
+
+``default_max_joinpoints(n_points)`` -- NCI's recommended maximum for that many points.
+
+Options
+-------
+* ``max_joinpoints``: None = ``default_max_joinpoints(n)``; lowered (with a note) to the largest
+  number the distance rules and the degrees of freedom allow. ``min_joinpoints`` (NCI's minimum,
+  default 0) is where the tests start; min = max fits exactly that many joinpoints.
+* ``min_from_end`` / ``min_between``: observations required between a joinpoint and either end of
+  the data, and between two joinpoints, not counting the joinpoint's own observation (NCI's
+  grid-search defaults, 2 and 2).
+* ``selection``: ``"permutation"`` (Kim et al. 2000: H0 k = ka vs H1 k = kb starting at 0 vs max,
+  each test at level alpha / (max - ka) as NCI does since version 3.0 (ka starts at the minimum); p = (1 + #{T* >= T}) /
+  (N + 1) with T = SSE_a / SSE_b - 1 over N permutations of the null model's weighted residuals)
+  or ``"bic"`` (NCI's BIC(k) = ln(SSE_k / n) + 2 (k + 1) ln(n) / n, smallest wins, ties to fewer).
+* ``weighting``: ``"poisson"`` (weight = deaths, i.e. 1 / var(ln rate) by the delta method: what
+  NCI uses for a crude rate it computes from a count and a population) or ``"constant"`` (OLS).
+* ``se_method``: ``"nci"`` (NCI's parametric standard errors: observations on joinpoints left
+  out, slopes' variances from the unconstrained per-segment fit, df = n - k - 2 (k + 1); segments
+  independent) or ``"hinge"`` (the covariance of the continuous model with the joinpoints taken
+  as known, df = n - k - 2; what a WLS on the hinge basis reports).
+* ``zero_deaths``: ``"add_half"`` (NCI: a zero count becomes 0.5 when the series has any death;
+  a note lists the years) or ``"not_estimable"`` (a series with a zero year is not fitted).
+
+Result
+------
+:class:`JoinpointFit` per series: the joinpoints (years), the segments (:class:`Segment`:
+index from 1, start and end year, slope of ln rate per year, its se, APC = 100 (e^slope - 1)
+with its ``ci_level`` interval from t(df_resid), and the slope's two-sided p), the AAPC over the
+whole period with interval and p, ``slope`` / ``slope_se`` = the length-weighted mean slope
+(ln(1 + AAPC/100)) and its se, ``intercept`` = b0 on the ln(deaths/births) scale at raw years,
+``fitted_log_rate``, the selection tests or BICs, ``estimable`` and ``notes``. A fit that is not
+estimable has NaN statistics and no segments; ``notes`` say why.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+NCI_PERMUTATIONS = 4499
+DEFAULT_SEED = 20000335  # Stat Med 19:335; any fixed value makes runs repeatable.
+SELECTIONS = ("permutation", "bic")
+WEIGHTINGS = ("poisson", "constant")
+SE_METHODS = ("nci", "hinge")
+ZERO_DEATHS = ("add_half", "not_estimable")
+# Bytes of permuted responses and their projections held at once (the batch is cut to fit).
+_PERMUTATION_MEMORY = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One line segment of the chosen model; years are the segment's end points."""
+
+    index: int
+    start_year: float
+    end_year: float
+    slope: float
+    slope_se: float
+    apc: float
+    apc_lower: float
+    apc_upper: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class SelectionTest:
+    """One permutation test of the sequence: H0 k = k_null against H1 k = k_alt."""
+
+    k_null: int
+    k_alt: int
+    p_value: float
+    level: float
+    rejected: bool
+
+
+@dataclass(frozen=True)
+class JoinpointFit:
+    """The chosen model of one series (fields described in the module docstring).
+
+    ``tests`` holds the permutation tests in the order run (empty with BIC); ``bic`` the BIC of
+    0..max_joinpoints joinpoints (empty with the permutation test). ``joinpoints`` and
+    ``n_joinpoints`` are kept when the selection ran but the final fit is not estimable.
+    """
+
+    series: object
+    years: tuple
+    n_joinpoints: int
+    joinpoints: tuple
+    segments: tuple
+    aapc: float
+    aapc_lower: float
+    aapc_upper: float
+    aapc_p: float
+    slope: float
+    slope_se: float
+    intercept: float
+    df_resid: float
+    fitted_log_rate: tuple
+    max_joinpoints: int
+    tests: tuple
+    bic: tuple
+    estimable: bool
+    notes: tuple
+
+
+def default_max_joinpoints(n_points: int) -> int:
+    """NCI's recommended maximum: 0 below 7 points, then one more per 5 points, at most 5."""
+    if n_points < 7:
+        return 0
+    return min((n_points - 2) // 5, 5)
+
+
+def candidate_joinpoints(n_points: int, k: int, min_from_end: int, min_between: int) -> np.ndarray:
+    """Every admissible set of k joinpoint positions (indices into the sorted years), (C, k)."""
+    inner = range(min_from_end, n_points - min_from_end)
+    sets = [
+        c for c in itertools.combinations(inner, k)
+        if all(b - a - 1 >= min_between for a, b in zip(c, c[1:]))
+    ]
+    return np.array(sets, dtype=int).reshape(len(sets), k)
+
+
+def hinge_design(x: np.ndarray, joinpoint_idx) -> np.ndarray:
+    """Columns 1, x, (x - x[j])+ for each joinpoint index j."""
+    x = np.asarray(x, dtype=float)
+    hinges = [np.maximum(x - x[j], 0.0) for j in joinpoint_idx]
+    return np.column_stack([np.ones_like(x), x, *hinges])
+
+
+def fit_joinpoint(year, deaths, births, **options) -> JoinpointFit:
+    """One series; see the module docstring for the options."""
+    year = np.asarray(year)
+    return fit_joinpoint_many(year, deaths, births, np.zeros(len(year), dtype=int), **options)[0]
+
+
+def fit_joinpoint_many(
+    year, deaths, births, series, *, max_joinpoints=None, min_joinpoints=0, min_from_end=2,
+    min_between=2,
+    selection="permutation", n_permutations=NCI_PERMUTATIONS, alpha=0.05, seed=DEFAULT_SEED,
+    ci_level=0.95, weighting="poisson", se_method="nci", zero_deaths="add_half",
+) -> list[JoinpointFit]:
+    """One fit per unique series label (sorted) from flat arrays; see the module docstring."""
+    opts = _Options(max_joinpoints, min_joinpoints, min_from_end, min_between, selection,
+                    n_permutations, alpha, seed, ci_level, weighting, se_method, zero_deaths)
+    year, deaths, births, series = _validated_arrays(year, deaths, births, series)
+    labels, codes = np.unique(series, return_inverse=True)
+    labels = labels.tolist()  # plain Python labels in results and messages
+    order = np.lexsort((year, codes))
+    year, deaths, births, codes = year[order], deaths[order], births[order], codes[order]
+    bounds = np.searchsorted(codes, np.arange(len(labels) + 1))
+
+    prepared = []
+    for i, label in enumerate(labels):
+        sl = slice(bounds[i], bounds[i + 1])
+        prepared.append(_prepare_series(label, year[sl], deaths[sl], births[sl], opts))
+
+    results = {}
+    groups = {}
+    for i, p in enumerate(prepared):
+        if p.reason is None:
+            groups.setdefault(tuple(p.years), []).append(i)
+        else:
+            results[i] = _not_fitted(p, p.reason)
+    for years, members in groups.items():
+        fits = _fit_group(np.array(years), [prepared[i] for i in members], opts)
+        results.update(zip(members, fits))
+    return [results[i] for i in range(len(labels))]
+
+
+@dataclass(frozen=True)
+class _Options:
+    max_joinpoints: int | None
+    min_joinpoints: int
+    min_from_end: int
+    min_between: int
+    selection: str
+    n_permutations: int
+    alpha: float
+    seed: int
+    ci_level: float
+    weighting: str
+    se_method: str
+    zero_deaths: str
+
+    def __post_init__(self):
+        for name, value, allowed in (("selection", self.selection, SELECTIONS),
+                                     ("weighting", self.weighting, WEIGHTINGS),
+                                     ("se_method", self.se_method, SE_METHODS),
+                                     ("zero_deaths", self.zero_deaths, ZERO_DEATHS)):
+            if value not in allowed:
+                raise ValueError(f"joinpoint {name} must be one of {allowed}, got {value!r}")
+        for name in ("max_joinpoints", "min_joinpoints"):
+            value = getattr(self, name)
+            if value is not None and (int(value) != value or value < 0):
+                raise ValueError(f"{name} must be a whole number >= 0, got {value}")
+        if self.max_joinpoints is not None and self.min_joinpoints > self.max_joinpoints:
+            raise ValueError(f"min_joinpoints ({self.min_joinpoints}) is above max_joinpoints "
+                             f"({self.max_joinpoints})")
+        floor = 2 if self.se_method == "nci" else 1
+        if self.min_from_end < floor or self.min_between < floor - 1:
+            raise ValueError(
+                f"min_from_end must be >= {floor} and min_between >= {floor - 1} with "
+                f"se_method={self.se_method!r} (got {self.min_from_end}, {self.min_between}): "
+                "a segment needs enough observations of its own for its slope's standard error")
+        if not (isinstance(self.n_permutations, (int, np.integer)) and self.n_permutations >= 1):
+            raise ValueError(f"n_permutations must be a whole number >= 1, got {self.n_permutations}")
+        for name, value in (("alpha", self.alpha), ("ci_level", self.ci_level)):
+            if not 0 < value < 1:
+                raise ValueError(f"{name} must be between 0 and 1, got {value}")
+
+
+def _validated_arrays(year, deaths, births, series):
+    arrays = [np.asarray(a) for a in (year, deaths, births, series)]
+    if len({a.shape for a in arrays}) != 1 or arrays[0].ndim != 1:
+        raise ValueError("year, deaths, births and series must be 1-d arrays of the same length, "
+                         f"got shapes {[a.shape for a in arrays]}")
+    year, deaths, births = (a.astype(float) for a in arrays[:3])
+    series = arrays[3]
+    for name, values in (("year", year), ("deaths", deaths), ("births", births)):
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise ValueError(f"{name} is missing or not finite for series {series[bad][0].item()!r}: "
+                             "every row needs a year, a death count and a births count")
+    if (deaths < 0).any():
+        raise ValueError(f"negative deaths for series {series[deaths < 0][0].item()!r}")
+    if (births <= 0).any():
+        raise ValueError(f"births must be positive; series {series[births <= 0][0].item()!r} has "
+                         f"{births[births <= 0][0]:g} in year {year[births <= 0][0]:g}")
+    return year, deaths, births, series
+
+
+@dataclass
+class _Prepared:
+    label: object
+    years: np.ndarray
+    log_rate: np.ndarray | None
+    weight: np.ndarray | None
+    notes: list
+    reason: str | None
+
+
+def _prepare_series(label, years, deaths, births, opts: _Options) -> _Prepared:
+    """ln rates and weights for one series, or the reason it cannot be fitted."""
+    if len(np.unique(years)) != len(years):
+        dup = years[1:][np.diff(years) == 0][0]
+        raise ValueError(f"series {label!r} has year {dup:g} more than once: one row per year")
+    notes = []
+
+    def refused(reason):
+        return _Prepared(label, years, None, None, notes, reason)
+
+    if len(years) < 3:
+        return refused(f"not estimable: {len(years)} years, a trend needs at least 3")
+    zero = deaths == 0
+    if zero.all():
+        return refused("not estimable: no deaths in any year, the log rate is undefined")
+    if zero.any():
+        zero_years = ", ".join(f"{y:g}" for y in years[zero])
+        if opts.zero_deaths == "not_estimable":
+            return refused(f"not estimable: no deaths in {zero_years}, the log rate is undefined")
+        notes.append(f"no deaths in {zero_years}: counted as 0.5 deaths, as NCI Joinpoint does")
+    adjusted = np.where(zero, 0.5, deaths)
+    weight = adjusted if opts.weighting == "poisson" else np.ones_like(adjusted)
+    return _Prepared(label, years, np.log(adjusted / births), weight, notes, None)
+
+
+def _not_fitted(p: _Prepared, reason: str, n_joinpoints=0, joinpoints=(), kmax=0, tests=(), bic=(),
+                notes=None):
+    nan = float("nan")
+    return JoinpointFit(
+        series=p.label, years=tuple(float(y) for y in p.years), n_joinpoints=n_joinpoints,
+        joinpoints=joinpoints, segments=(), aapc=nan, aapc_lower=nan, aapc_upper=nan, aapc_p=nan,
+        slope=nan, slope_se=nan, intercept=nan, df_resid=nan, fitted_log_rate=(),
+        max_joinpoints=kmax, tests=tests, bic=bic, estimable=False,
+        notes=(reason, *(p.notes if notes is None else notes)),
+    )
+
+
+def _feasible_range(n: int, opts: _Options) -> tuple[int, int, list]:
+    """Fewest and most joinpoints to consider: the asked ones, lowered to what the distance rules
+    and the degrees of freedom allow."""
+    asked = (max(default_max_joinpoints(n), int(opts.min_joinpoints))
+             if opts.max_joinpoints is None else int(opts.max_joinpoints))
+    k = asked
+    while k > 0 and (_df(n, k, opts.se_method) < 1
+                     or len(candidate_joinpoints(n, k, opts.min_from_end, opts.min_between)) == 0):
+        k -= 1
+    notes = []
+    if k < asked:
+        notes.append(f"at most {k} joinpoint(s) fit in {n} years with the distance rules "
+                     f"(asked {asked})")
+    return min(int(opts.min_joinpoints), k), k, notes
+
+
+def _df(n: int, k: int, se_method: str) -> int:
+    # NCI leaves the k observations on joinpoints out and counts 2 (k + 1) parameters.
+    return n - k - 2 * (k + 1) if se_method == "nci" else n - k - 2
+
+
+class _GroupFits:
+    """Grid-search machinery for series sharing the same years (weights may differ).
+
+    Responses are sqrt(w) (ln rate - its weighted mean). Every model contains the intercept
+    direction u = sqrt(w) / |sqrt(w)|; per candidate joinpoint set, Q is an orthonormal basis of
+    the rest of the model's columns made orthogonal to u, so the weighted SSE of a response matrix
+    Y is |Y|^2 - (u'Y)^2 - |Q'Y|^2 (one matmul for all candidates and permutations).
+    """
+
+    def __init__(self, x: np.ndarray, sqrt_w: np.ndarray, kmax: int, opts: _Options):
+        self.n = len(x)
+        self.u = sqrt_w / np.linalg.norm(sqrt_w, axis=1, keepdims=True)  # (S, n)
+        self.candidates, self.bases = [], []
+        for k in range(kmax + 1):
+            cand = candidate_joinpoints(self.n, k, opts.min_from_end, opts.min_between)
+            design = np.stack([hinge_design(x, c)[:, 1:] for c in cand])  # (C, n, k+1)
+            z = sqrt_w[:, None, :, None] * design[None]  # (S, C, n, k+1)
+            z = z - self.u[:, None, :, None] * np.einsum("sn,scnp->scp", self.u, z)[:, :, None, :]
+            self.candidates.append(cand)
+            self.bases.append(np.linalg.qr(z)[0])
+
+    def sse(self, s, k, y, total=None):
+        """(S', C_k, N) weighted SSE of transformed responses y (S', n, N), every candidate.
+
+        ``total`` = |y|^2 - (u'y)^2, the SSE of the intercept-only model (computed if None).
+        """
+        if total is None:
+            total = self.total(s, y)
+        q = self.bases[k][s]  # (S', C, n, p)
+        S, C, n, p = q.shape
+        proj = np.matmul(q.transpose(0, 1, 3, 2).reshape(S, C * p, n), y)  # (S', C*p, N)
+        explained = (proj * proj).reshape(S, C, p, -1).sum(axis=2)
+        return np.maximum(total[:, None, :] - explained, 0.0)
+
+    def total(self, s, y):
+        along_u = np.einsum("sn,snm->sm", self.u[s], y)
+        return np.einsum("snm,snm->sm", y, y) - along_u * along_u
+
+    def null_fit(self, s, k, best, ytil):
+        """Fitted values (transformed scale) of candidate `best` (S',) with k joinpoints."""
+        q = self.bases[k][s, best]  # (S', n, p)
+        u = self.u[s]
+        along_u = np.einsum("sn,sn->s", u, ytil)[:, None] * u
+        return along_u + np.einsum("snp,sp->sn", q, np.einsum("snp,sn->sp", q, ytil))
+
+
+def _fit_group(years: np.ndarray, members: list, opts: _Options) -> list:
+    n = len(years)
+    x = years - years[0]
+    kmin, kmax, group_notes = _feasible_range(n, opts)
+    ylog = np.stack([p.log_rate for p in members])
+    weight = np.stack([p.weight for p in members])
+    sqrt_w = np.sqrt(weight)
+    # Centring on the weighted mean changes no SSE (every model has an intercept) and keeps
+    # |y|^2 - |Q'y|^2 free of cancellation.
+    ytil = sqrt_w * (ylog - np.average(ylog, weights=weight, axis=1)[:, None])
+    machinery = _GroupFits(x, sqrt_w, kmax, opts)
+    everyone = np.arange(len(members))
+    sse = [machinery.sse(everyone, k, ytil[:, :, None])[:, :, 0] for k in range(kmax + 1)]
+    best = [np.argmin(s, axis=1) for s in sse]
+    best_sse = np.stack([s.min(axis=1) for s in sse], axis=1)  # (S, kmax+1)
+
+    tests = [[] for _ in members]
+    bic = np.full((len(members), kmax + 1), np.nan)
+    if opts.selection == "bic":
+        penalty = 2 * (np.arange(kmax + 1) + 1) * np.log(n) / n
+        with np.errstate(divide="ignore"):
+            bic = np.log(best_sse / n) + penalty
+        chosen = kmin + np.argmin(bic[:, kmin:], axis=1)
+    else:
+        chosen = _permutation_selection(machinery, ytil, best, best_sse, kmin, kmax, opts, tests)
+
+    fits = []
+    for i, p in enumerate(members):
+        k = int(chosen[i])
+        jp_idx = machinery.candidates[k][best[k][i]]
+        fits.append(_final_fit(p, x, jp_idx, kmax, tuple(tests[i]),
+                               tuple(float(b) for b in bic[i]) if opts.selection == "bic" else (),
+                               group_notes, opts))
+    return fits
+
+
+def _permutations(n: int, opts: _Options) -> np.ndarray:
+    """(N, n) permutations of 0..n-1 drawn from the seed and n only."""
+    rng = np.random.default_rng([opts.seed, n])
+    return rng.permuted(np.tile(np.arange(n), (opts.n_permutations, 1)), axis=1)
+
+
+def _permutation_selection(machinery, ytil, best, best_sse, kmin, kmax, opts, tests):
+    """NCI's sequential permutation tests; appends each test to `tests`; returns chosen k."""
+    S, n = ytil.shape
+    ka, kb = np.full(S, kmin), np.full(S, kmax)
+    perms = _permutations(n, opts) if kmax > kmin else None
+    while (ka < kb).any():
+        active = np.flatnonzero(ka < kb)
+        pairs = np.unique(np.stack([ka[active], kb[active]], axis=1), axis=0)
+        for a, b in pairs:
+            idx = active[(ka[active] == a) & (kb[active] == b)]
+            pvals = _permutation_pvalues(machinery, ytil, best, best_sse, a, b, idx, perms)
+            level = float(opts.alpha / (kmax - a))
+            for s, pv in zip(idx, pvals):
+                reject = bool(pv < level)
+                tests[s].append(SelectionTest(int(a), int(b), float(pv), level, reject))
+                if reject:
+                    ka[s] += 1
+                else:
+                    kb[s] -= 1
+    return ka
+
+
+def _ratio(sse_a, sse_b, scale):
+    # T = SSE_null / SSE_alt - 1; a perfect alternative fit (SSE 0) is floored, not divided by.
+    return (sse_a - sse_b) / np.maximum(sse_b, 1e-14 * scale)
+
+
+def _permutation_pvalues(machinery, ytil, best, best_sse, a, b, idx, perms) -> np.ndarray:
+    """p = (1 + #{T* >= T}) / (N + 1) for H0 k = a vs H1 k = b, for the series idx."""
+    n_perm, n = perms.shape
+    rows = sum(q.shape[1] * q.shape[3] for q in (machinery.bases[a], machinery.bases[b]))
+    per_series = 8 * n_perm * (2 * n + rows)
+    chunk = max(1, _PERMUTATION_MEMORY // per_series)
+    pvals = np.empty(len(idx))
+    for start in range(0, len(idx), chunk):
+        s = idx[start:start + chunk]
+        fitted = machinery.null_fit(s, a, best[a][s], ytil[s])
+        resid = ytil[s] - fitted
+        ystar = fitted[:, :, None] + resid[:, perms.T]  # (S', n, N)
+        total = machinery.total(s, ystar)
+        scale = (ytil[s] ** 2).sum(axis=1)
+        t_obs = _ratio(best_sse[s, a], best_sse[s, b], scale)
+        t_star = _ratio(machinery.sse(s, a, ystar, total).min(axis=1),
+                        machinery.sse(s, b, ystar, total).min(axis=1), scale[:, None])
+        # A permuted T equal to the observed one up to rounding counts as reaching it.
+        hits = (t_star >= (t_obs - 1e-9 * np.abs(t_obs))[:, None]).sum(axis=1)
+        pvals[start:start + len(s)] = (1 + hits) / (n_perm + 1)
+    return pvals
+
+
+def _final_fit(p: _Prepared, x, jp_idx, kmax, tests, bic, group_notes, opts) -> JoinpointFit:
+    """Coefficients of the chosen model and their inference (NCI or hinge standard errors)."""
+    y, w = p.log_rate, p.weight
+    n, k = len(y), len(jp_idx)
+    joinpoints = tuple(float(p.years[j]) for j in jp_idx)
+    notes = (*p.notes, *group_notes)
+    design = hinge_design(x, jp_idx)
+    sw = np.sqrt(w)
+    beta = np.linalg.lstsq(sw[:, None] * design, sw * y, rcond=None)[0]
+    fitted = design @ beta
+    to_slopes = np.tril(np.ones((k + 1, k + 1)))  # segment i slope = b1 + d_1 + ... + d_(i-1)
+    slopes = to_slopes @ beta[1:]
+    if opts.se_method == "nci":
+        cov, df, sse = _nci_covariance(x, y, w, jp_idx)
+    else:
+        resid = sw * (y - fitted)
+        sse, df = float(resid @ resid), n - k - 2
+        xtx_inv = np.linalg.inv((sw[:, None] * design).T @ (sw[:, None] * design))
+        cov = to_slopes @ (sse / df * xtx_inv[1:, 1:]) @ to_slopes.T
+    spread = float(w @ (y - np.average(y, weights=w)) ** 2)
+    if sse <= 1e-20 * max(spread, 1e-300):
+        return _not_fitted(p, "not estimable: the model fits exactly (residual variance 0), "
+                           "so its standard errors are 0", k, joinpoints, kmax, tests, bic, notes)
+
+    ends = np.r_[p.years[0], joinpoints, p.years[-1]]
+    se = np.sqrt(np.diag(cov))
+    upper_q = 0.5 + opts.ci_level / 2
+    t_crit = special.stdtrit(df, upper_q)
+    segments = tuple(
+        Segment(i + 1, float(ends[i]), float(ends[i + 1]), float(slopes[i]), float(se[i]),
+                *_percent(slopes[i], se[i], t_crit), _t_p_value(slopes[i] / se[i], df))
+        for i in range(k + 1)
+    )
+    lengths = np.diff(ends)
+    mean_slope = float(lengths @ slopes / lengths.sum())
+    mean_se = float(np.sqrt(lengths @ cov @ lengths) / lengths.sum())
+    # Clegg et al. 2009: t(df) when the period is one segment (AAPC = APC), normal otherwise.
+    if k == 0:
+        crit, aapc_p = t_crit, _t_p_value(mean_slope / mean_se, df)
+    else:
+        crit, aapc_p = special.ndtri(upper_q), float(2 * special.ndtr(-abs(mean_slope / mean_se)))
+    aapc, lower, upper = _percent(mean_slope, mean_se, crit)
+    intercept = float(beta[0] - beta[1] * p.years[0])
+    return JoinpointFit(
+        series=p.label, years=tuple(float(v) for v in p.years), n_joinpoints=k,
+        joinpoints=joinpoints, segments=segments, aapc=aapc, aapc_lower=lower, aapc_upper=upper,
+        aapc_p=aapc_p, slope=mean_slope, slope_se=mean_se,
+        intercept=intercept, df_resid=float(df), fitted_log_rate=tuple(float(f) for f in fitted),
+        max_joinpoints=kmax, tests=tests, bic=bic, estimable=True, notes=notes,
+    )
+
+
+def _nci_covariance(x, y, w, jp_idx):
+    """NCI's parametric covariance of the segment slopes (help page "Estimated Regression
+    Coefficients"): drop the observations on joinpoints, fit each segment its own intercept and
+    slope by WLS with a pooled residual variance, df = n* - 2 (k + 1)."""
+    k, n = len(jp_idx), len(x)
+    segment = np.searchsorted(np.asarray(jp_idx), np.arange(n), side="left")
+    keep = ~np.isin(np.arange(n), jp_idx)
+    seg, xs, ys, ws = segment[keep], x[keep], y[keep], w[keep]
+    design = np.zeros((len(xs), 2 * (k + 1)))
+    design[np.arange(len(xs)), 2 * seg] = 1.0
+    design[np.arange(len(xs)), 2 * seg + 1] = xs
+    sw = np.sqrt(ws)
+    a = sw[:, None] * design
+    beta = np.linalg.lstsq(a, sw * ys, rcond=None)[0]
+    resid = sw * ys - a @ beta
+    df = len(xs) - 2 * (k + 1)
+    sse = float(resid @ resid)
+    cov = sse / df * np.linalg.inv(a.T @ a)
+    return cov[1::2, 1::2], df, sse
+
+
+def _t_p_value(t, df):
+    """Two-sided p of a t statistic with df degrees of freedom."""
+    return float(2 * special.stdtr(df, -abs(t)))
+
+
+def _percent(slope, se, crit):
+    """100 (e^b - 1) and its interval 100 (e^(b -/+ crit se) - 1)."""
+    return tuple(float(100 * np.expm1(v)) for v in (slope, slope - crit * se, slope + crit * se))
