@@ -55,6 +55,9 @@ deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
 duckdb_memory_limit:     {type: text}
 duckdb_temp_directory:   {type: text, optional: true}
+funnel_winsor_trim:      {type: number, min: 0, below: 0.5}
+peer_count:              {type: int, min: 1, max: 100}
+inequality_bootstrap_replicates: {type: int, min: 100}
 {%- endset -%}
 {{ return(fromyaml(spec_yaml)) }}
 {%- endmacro %}

@@ -29,15 +29,24 @@ regions as (
     where area_level = 'region'
 ),
 
+dispersion as (
+    select region_code, indicator, period_start, period_end, tau2 from {{ ref('int_funnel_dispersion') }}
+),
+
 paired as (
     select communes.*, regions.region_name, regions.region_deaths, regions.region_live_births,
-        regions.region_rate_per_1000
+        regions.region_rate_per_1000, dispersion.tau2
     from communes
     left join regions
         on communes.pool_key = regions.pool_key
         and communes.indicator = regions.indicator
         and communes.period_start = regions.period_start
         and communes.period_end = regions.period_end
+    left join dispersion
+        on communes.region_code = dispersion.region_code
+        and communes.indicator = dispersion.indicator
+        and communes.period_start = dispersion.period_start
+        and communes.period_end = dispersion.period_end
 ),
 
 rates as (
@@ -122,6 +131,9 @@ select
     end as comparison,
     -- Exact Poisson control limits at 95% and 99.8% (python/infant_mortality/statistics/poisson.py).
     imr_funnel_category(deaths, expected_deaths) as funnel_category,
+    -- The same against the limits adjusted for the region's over-dispersion (int_funnel_dispersion).
+    case when expected_deaths > 0
+        then imr_funnel_category_adjusted(deaths, expected_deaths, tau2) end as funnel_category_adjusted,
     cast(row_number() over (
         partition by region_code, indicator, period_start, period_end
         order by rate_per_1000 desc nulls last, commune_code asc

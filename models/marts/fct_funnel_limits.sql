@@ -11,5 +11,11 @@ select
     cast(lower_95_per_1000 as double) as lower_95_per_1000,
     cast(upper_95_per_1000 as double) as upper_95_per_1000,
     cast(lower_998_per_1000 as double) as lower_998_per_1000,
-    cast(upper_998_per_1000 as double) as upper_998_per_1000
+    cast(upper_998_per_1000 as double) as upper_998_per_1000,
+    cast(phi as double) as phi,
+    cast(tau2 as double) as tau2,
+    cast(adjusted_lower_95_per_1000 as double) as adjusted_lower_95_per_1000,
+    cast(adjusted_upper_95_per_1000 as double) as adjusted_upper_95_per_1000,
+    cast(adjusted_lower_998_per_1000 as double) as adjusted_lower_998_per_1000,
+    cast(adjusted_upper_998_per_1000 as double) as adjusted_upper_998_per_1000
 from {{ ref('int_funnel_limits') }}

@@ -23,6 +23,11 @@ def _poisson():
     return importlib.import_module("infant_mortality.statistics.poisson")
 
 
+def _overdispersion():
+    """`infant_mortality.statistics.overdispersion`, imported on first use (it imports poisson)."""
+    return importlib.import_module("infant_mortality.statistics.overdispersion")
+
+
 def _as_float(column: pa.Array) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(float)
 
@@ -54,7 +59,7 @@ def _arrow_udf(compute, n_inputs: int, returns: str):
         return pa.array(result, mask=missing | np.isnan(result), type=pa.float64())
 
     # DuckDB reads the arity from the Python signature, so expose a fixed one.
-    arity = {2: lambda a, b: udf(a, b), 4: lambda a, b, c, d: udf(a, b, c, d),
+    arity = {2: lambda a, b: udf(a, b), 3: lambda a, b, c: udf(a, b, c), 4: lambda a, b, c, d: udf(a, b, c, d),
              5: lambda a, b, c, d, e: udf(a, b, c, d, e)}
     return arity
 
@@ -73,6 +78,9 @@ FUNCTIONS = {
     "imr_rate_ratio_midp_upper": (lambda a, b, c, d, level: _poisson().rate_ratio_midp_ci(a, b, c, d, level)[1], 4,
                                   True, "DOUBLE"),
     "imr_funnel_category": (lambda d, e: _poisson().funnel_category(d, e), 2, False, "VARCHAR"),
+    # tau2 is a per-region constant, passed as a column (the region's row of int_funnel_dispersion).
+    "imr_funnel_category_adjusted": (lambda d, e, tau2: _overdispersion().adjusted_funnel_category(d, e, tau2),
+                                     3, False, "VARCHAR"),
 }
 
 

@@ -66,12 +66,19 @@ def _check_counts(deaths, births) -> tuple[np.ndarray, np.ndarray]:
     return d, n
 
 
+def moment_estimates(d: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(b, a) of Marshall's estimator over the areas on the last axis of d (births n): one pair
+    per row when d holds many simulated sets of deaths for the same areas (a bootstrap)."""
+    total_n = n.sum()
+    b = d.sum(axis=-1) / total_n
+    s2 = np.sum(n * (d / n - b[..., None]) ** 2, axis=-1) / total_n
+    return b, np.maximum(0.0, s2 - b / (total_n / n.shape[-1]))
+
+
 def _moments(d: np.ndarray, n: np.ndarray) -> tuple[float, float]:
     """(b, a) of Marshall's estimator over the areas d, n."""
-    total_n = n.sum()
-    b = d.sum() / total_n
-    s2 = float(np.sum(n * (d / n - b) ** 2) / total_n)
-    return float(b), max(0.0, s2 - b / (total_n / len(n)))
+    b, a = moment_estimates(d, n)
+    return float(b), float(a)
 
 
 def _shrink(a, b, n):

@@ -1,0 +1,159 @@
+"""Geographic inequality between communes, on the crude rates and net of chance
+(docs/methods.md section 10).
+
+Over the k communes of an area (a region, or the country) with deaths d_i and births n_i, with
+r_i = d_i / n_i and the area's pooled rate b = sum d / sum n:
+
+* HEAT's between-group variance on the crude rates, births-weighted around the setting average:
+  BGV = sum (n_i / sum n) (r_i - b)^2. It includes the Poisson noise of small communes.
+* HEAT's (unweighted) index of disparity: ID = 100 x mean |r_i - b| / b.
+* The variance of the communes' *true* rates in the Poisson-gamma model that the smoothing fits
+  (Marshall's moment estimator, ``smoothing.moment_estimates``): a = max(0, BGV - b / (sum n / k)),
+  BGV minus the noise a Poisson count adds on average; its coefficient of variation sqrt(a) / b.
+* A 95% percentile interval for a and its CV by parametric bootstrap from the fitted model:
+  true rates Gamma(mean b, variance a), deaths Poisson(n_i theta_i), the estimator re-applied
+  (fixed seed, so a rebuild gives the same interval).
+* The trend of the yearly a over a period: an ordinary least-squares slope per year with its
+  two-sided t-test (scipy.stats.linregress); decreasing means converging communes.
+
+Rates are per 1000 live births in the output (variances per 1000 squared).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from infant_mortality.statistics.smoothing import moment_estimates
+
+BOOTSTRAP_SEED = 31
+PER_1000 = 1000.0
+
+
+def _checked(deaths, births) -> tuple[np.ndarray, np.ndarray]:
+    d = np.asarray(deaths, dtype=float)
+    n = np.asarray(births, dtype=float)
+    if d.shape != n.shape or d.ndim != 1 or len(d) < 2:
+        raise ValueError("deaths and births must be 1-d arrays of the same length, at least 2 communes")
+    if not (np.isfinite(d).all() and np.isfinite(n).all()) or (d < 0).any() or (n <= 0).any():
+        bad = np.flatnonzero(~np.isfinite(d) | ~np.isfinite(n) | (d < 0) | (n <= 0)).tolist()
+        raise ValueError(f"deaths must be >= 0 and births > 0 for every commune; not at positions {bad}")
+    return d, n
+
+
+def between_group_variance(deaths, births) -> float:
+    """HEAT's BGV of the crude rates, births-weighted around the pooled rate (per unit rate^2)."""
+    d, n = _checked(deaths, births)
+    b = d.sum() / n.sum()
+    return float(np.sum(n / n.sum() * (d / n - b) ** 2))
+
+
+def index_of_disparity(deaths, births) -> float:
+    """HEAT's index of disparity: 100 x the mean absolute deviation of the crude rates from the
+    pooled rate, over the pooled rate; NaN when the pooled rate is 0."""
+    d, n = _checked(deaths, births)
+    b = d.sum() / n.sum()
+    return float(100.0 * np.mean(np.abs(d / n - b)) / b) if b > 0 else float("nan")
+
+
+def true_rate_variance(deaths, births, replicates: int = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
+    """Noise-corrected variance of the true rates and its CV, each with a 95% parametric
+    bootstrap percentile interval (rates per unit, not per 1000)."""
+    d, n = _checked(deaths, births)
+    if replicates < 100:
+        raise ValueError(f"a bootstrap interval needs at least 100 replicates, got {replicates}")
+    b, a = (float(v) for v in moment_estimates(d, n))
+    rng = np.random.default_rng(seed)
+    if a > 0:
+        theta = rng.gamma(shape=b * b / a, scale=a / b, size=(replicates, len(n)))
+    else:  # a point-mass prior: every commune's true rate is b
+        theta = np.full((replicates, len(n)), b)
+    b_star, a_star = moment_estimates(rng.poisson(n * theta).astype(float), n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cv_star = np.where(b_star > 0, np.sqrt(a_star) / b_star, np.nan)
+    cv = np.sqrt(a) / b if b > 0 else float("nan")
+    a_low, a_high = np.quantile(a_star, [0.025, 0.975])
+    cv_low, cv_high = np.nanquantile(cv_star, [0.025, 0.975]) if np.isfinite(cv_star).any() else (np.nan, np.nan)
+    return {"pooled_rate": b, "true_variance": a, "true_variance_ci95_lower": float(a_low),
+            "true_variance_ci95_upper": float(a_high), "true_cv": float(cv),
+            "true_cv_ci95_lower": float(cv_low), "true_cv_ci95_upper": float(cv_high)}
+
+
+def area_inequality(deaths, births, replicates: int = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
+    """Every measure of one area and span, rates per 1000 (variances per 1000 squared)."""
+    d, n = _checked(deaths, births)
+    bgv = between_group_variance(d, n)
+    true = true_rate_variance(d, n, replicates, seed)
+    b = true["pooled_rate"]
+    scale2 = PER_1000**2
+    return {
+        "n_communes": len(d), "deaths": d.sum(), "live_births": n.sum(), "rate_per_1000": PER_1000 * b,
+        "crude_variance": scale2 * bgv,
+        "crude_cv": np.sqrt(bgv) / b if b > 0 else np.nan,
+        "index_of_disparity": index_of_disparity(d, n),
+        "noise_variance": scale2 * b / (n.sum() / len(n)),
+        "true_variance": scale2 * true["true_variance"],
+        "true_variance_ci95_lower": scale2 * true["true_variance_ci95_lower"],
+        "true_variance_ci95_upper": scale2 * true["true_variance_ci95_upper"],
+        "true_cv": true["true_cv"], "true_cv_ci95_lower": true["true_cv_ci95_lower"],
+        "true_cv_ci95_upper": true["true_cv_ci95_upper"],
+    }
+
+
+def variance_trend(years, variances, min_years: int, p_threshold: float) -> dict:
+    """OLS slope per year of the yearly true variance, its p-value and a class (`increasing`,
+    `decreasing`, `stationary`); all null below `min_years` years."""
+    years = np.asarray(years, dtype=float)
+    variances = np.asarray(variances, dtype=float)
+    if len(years) < max(min_years, 3):
+        return {"n_years_trend": len(years), "true_variance_slope": np.nan, "true_variance_slope_p_value": np.nan,
+                "true_variance_trend": None}
+    fit = stats.linregress(years, variances)
+    trend = "stationary"
+    if fit.pvalue < p_threshold:
+        trend = "increasing" if fit.slope > 0 else "decreasing"
+    return {"n_years_trend": len(years), "true_variance_slope": float(fit.slope),
+            "true_variance_slope_p_value": float(fit.pvalue), "true_variance_trend": trend}
+
+
+KEYS = ["area_level", "area_code", "indicator"]
+OUTPUT_COLUMNS = KEYS + [
+    "span", "period_start", "period_end", "n_communes", "deaths", "live_births", "rate_per_1000", "crude_variance",
+    "crude_cv", "index_of_disparity", "noise_variance", "true_variance", "true_variance_ci95_lower",
+    "true_variance_ci95_upper", "true_cv", "true_cv_ci95_lower", "true_cv_ci95_upper", "n_years_trend",
+    "true_variance_slope", "true_variance_slope_p_value", "true_variance_trend",
+]
+
+
+def _with_areas(communes: pd.DataFrame) -> pd.DataFrame:
+    """Each commune row twice: in its region and in the country (`CL`)."""
+    region = communes.assign(area_level="region", area_code=communes["region_code"])
+    country = communes.assign(area_level="country", area_code="CL")
+    return pd.concat([region, country], ignore_index=True)
+
+
+def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates: int, min_years: int,
+                          p_threshold: float) -> pd.DataFrame:
+    """Rows of ``fct_geographic_inequality``: one per area, indicator and span (`year`, or an
+    analysis `period`), from the communes' rows with an available rate and births > 0.
+
+    ``yearly``: region_code, indicator, year, deaths, live_births (one row per commune-year);
+    ``pooled``: region_code, indicator, period_start, period_end, deaths, live_births (one row per
+    commune and analysis period). An area-span with fewer than two such communes has no row.
+    """
+    rows = []
+    for key, group in _with_areas(yearly).groupby(KEYS + ["year"], sort=True):
+        if len(group) >= 2:
+            rows.append({**dict(zip(KEYS, key[:3])), "span": "year", "period_start": key[3], "period_end": key[3],
+                         **area_inequality(group["deaths"], group["live_births"], replicates)})
+    years = pd.DataFrame(rows, columns=OUTPUT_COLUMNS[:len(KEYS) + 3] + ["true_variance"])
+    for key, group in _with_areas(pooled).groupby(KEYS + ["period_start", "period_end"], sort=True):
+        if len(group) < 2:
+            continue
+        in_period = years[(years[KEYS] == pd.Series(dict(zip(KEYS, key[:3])))).all(axis=1)
+                          & years["period_start"].between(key[3], key[4])]
+        rows.append({**dict(zip(KEYS, key[:3])), "span": "period", "period_start": key[3], "period_end": key[4],
+                     **area_inequality(group["deaths"], group["live_births"], replicates),
+                     **variance_trend(in_period["period_start"], in_period["true_variance"], min_years, p_threshold)})
+    return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
