@@ -82,3 +82,21 @@
     {%- endif -%}
     {{ return(int_var('input_year_max')) }}
 {%- endmacro %}
+
+{#- A number written with digits and at most one point (`7.4`, `1845`; with whole=true digits
+    only), else the build stops naming the file, line and field: for reference files, where a
+    value that does not parse means the copy is broken, not a gap to audit. -#}
+{% macro number_or_stop(text, field, source_file, source_line, whole=false) -%}
+    case when regexp_full_match(trim({{ text }}), '{{ "[0-9]+" if whole else "[0-9]+(\.[0-9]+)?" }}')
+        then cast(trim({{ text }}) as {{ 'bigint' if whole else 'double' }})
+        else error('Not a number in ' || {{ source_file }} || ' line ' || cast({{ source_line }} as varchar)
+            || ': {{ field }} = ' || coalesce({{ text }}, '(blank)'))
+    end
+{%- endmacro %}
+
+{#- The rows of a file read by read_csv (with filename = true), with the file's name and each
+    row's line number: DuckDB keeps file order (preserve_insertion_order); + 1 for the header. -#}
+{% macro numbered_csv_rows(relation) -%}
+    select *, regexp_extract(filename, '[^/\\]+$') as source_file, row_number() over () + 1 as source_line
+    from {{ relation }}
+{%- endmacro %}

@@ -8,15 +8,45 @@
 --   commune_years  a commune and its region over the years BOTH rates are available, so the
 --                  rest of the region (region - commune) covers the same years on both sides
 --                  (fct_commune_vs_region). pool_key is the commune.
+-- An area's pool also says how much of it comes from commune-years outside their commune's
+-- pool (no rate of their own): region deaths = the sum of its communes' commune_years deaths
+-- + unpublished_commune_deaths, and the same for births (methods.md section 8).
 with periods as (
     select period_start, period_end, period_label from {{ ref('int_analysis_periods') }}
 ),
 
+rates as (
+    select * from {{ ref('fct_area_year_rates') }}
+),
+
+-- Births of each region's (the country's) commune-years without a rate: published yearly, but
+-- outside every commune's pool, so they enter an area's pool as unpublished commune births.
+unrated_commune_births as (
+    select region_code as area_code, indicator, year, sum(live_births) as live_births
+    from rates
+    where area_level = 'commune' and rate_per_1000 is null and region_code is not null
+    group by region_code, indicator, year
+    union all
+    select 'CL', indicator, year, sum(live_births)
+    from rates
+    where area_level = 'commune' and rate_per_1000 is null and region_code is not null
+    group by indicator, year
+),
+
 yearly as (
     select
-        area_level, area_code, area_name, region_code, indicator, year, deaths, live_births,
-        rate_per_1000 is not null as is_available
-    from {{ ref('fct_area_year_rates') }}
+        rates.area_level, rates.area_code, rates.area_name, rates.region_code, rates.indicator,
+        rates.year, rates.deaths, rates.live_births,
+        rates.rate_per_1000 is not null as is_available,
+        rates.unpublished_commune_deaths,
+        rates.unpublished_commune_births + coalesce(unrated.live_births, 0)
+            as unpublished_commune_births
+    from rates
+    left join unrated_commune_births as unrated
+        on rates.area_level in ('region', 'country')
+        and rates.area_code = unrated.area_code
+        and rates.indicator = unrated.indicator
+        and rates.year = unrated.year
 ),
 
 area_years as (
@@ -84,7 +114,11 @@ pooled as (
         count(case when pool_years.is_pooled then 1 end) as n_years,
         periods.period_end - periods.period_start + 1 as n_years_in_period,
         sum(case when pool_years.is_pooled then pool_years.deaths end) as deaths,
-        sum(case when pool_years.is_pooled then pool_years.live_births end) as live_births
+        sum(case when pool_years.is_pooled then pool_years.live_births end) as live_births,
+        sum(case when pool_years.is_pooled then pool_years.unpublished_commune_deaths end)
+            as unpublished_commune_deaths,
+        sum(case when pool_years.is_pooled then pool_years.unpublished_commune_births end)
+            as unpublished_commune_births
     from pool_years
     inner join periods
         on pool_years.year between periods.period_start and periods.period_end

@@ -4,6 +4,8 @@
 {% set parts = [ref('int_audit__count_problems'), ref('int_input__audit'), ref('int_audit__covariates')] %}
 {# Maps (issue 14): where the commune polygons disagree with the commune reference. #}
 {% do parts.append(ref('int_audit__commune_boundaries')) %}
+{# External anchor (issue 27): national deaths far from UN IGME's. #}
+{% do parts.append(ref('int_audit__external_benchmarks')) %}
 
 {% for part in parts %}
 select

@@ -19,5 +19,7 @@ select
     cast(live_births as bigint) as live_births,
     rate_per_1000,
     ci95_lower,
-    ci95_upper
+    ci95_upper,
+    cast(unpublished_commune_deaths as bigint) as unpublished_commune_deaths,
+    cast(unpublished_commune_births as bigint) as unpublished_commune_births
 from pooled

@@ -31,6 +31,8 @@ select
     cast(membership.value as double) as value,
     cast(membership.deaths as bigint) as deaths,
     cast(membership.live_births as bigint) as live_births,
+    cast(membership.unpublished_deaths as bigint) as unpublished_deaths,
+    cast(membership.unpublished_live_births as bigint) as unpublished_live_births,
     {{ rate_per_1000('membership.deaths', 'membership.live_births') }} as rate_per_1000,
     {{ poisson_rate_limit('lower', 'membership.deaths', 'membership.live_births') }} as ci95_lower,
     {{ poisson_rate_limit('upper', 'membership.deaths', 'membership.live_births') }} as ci95_upper,

@@ -151,6 +151,38 @@ def test_measures_table_uses_the_hand_quintiles_and_counts_left_out_communes(ran
     assert set(table["deaths"]) == {10} and set(table["live_births"]) == {1000}
 
 
+def with_unpublished(frame: pd.DataFrame, counts: dict) -> pd.DataFrame:
+    """The fixture with signed counts of commune-years without a rate: {code: (deaths, births)}."""
+    unpublished = frame["commune_code"].map(counts)
+    return frame.assign(unpublished_deaths=[u[0] if isinstance(u, tuple) else 0 for u in unpublished],
+                        unpublished_live_births=[u[1] if isinstance(u, tuple) else 0 for u in unpublished])
+
+
+def test_unpublished_counts_enter_the_quintiles_and_area_but_not_the_gradient(ranked):
+    # 13105 (quintile 5) had a year without a rate: -1 death in 50 births (Providencia 2018's
+    # case). 13107 (no births) had a year with 2 deaths and 0 births (Rio Verde 2016's case).
+    communes = with_unpublished(fixture_frame(), {"13105": (-1, 50), "13107": (2, 0)})
+    out = rank_communes(communes).set_index("commune_code")
+    # 1050 ranked births: 13105's ridit is (750 + 300 / 2) / 1050; 13107 (v=12, between
+    # 13103 and 13104) is ranked with zero width at 600 / 1050, in quintile 3 with 13103.
+    assert out.loc["13105", "ridit"] == pytest.approx(900 / 1050)
+    assert out.loc["13107", "ridit"] == pytest.approx(600 / 1050)
+    assert pd.isna(out.loc["13107", "exclusion_reason"])
+    quintiles = quintile_rates(out.reset_index()).set_index("quintile")
+    # Every ranked commune's counts, published + unpublished: 10 - 1 + 2 deaths, 1050 births.
+    assert quintiles["deaths"].sum() == 11 and quintiles["live_births"].sum() == 1050
+    assert quintiles.loc[5, "deaths"] == 1 - 1 and quintiles.loc[5, "live_births"] == 300
+    assert quintiles.loc[3, "deaths"] == 1 + 2 and quintiles.loc[3, "live_births"] == 200
+    table = inequality_measures(out.reset_index()).set_index("measure")
+    assert set(table["deaths"]) == {11} and set(table["live_births"]) == {1050}
+    # The gradient fits the published counts only (13107 has no published births).
+    fitted = table.loc["gradient_b", "estimate"]
+    published = out[out["exclusion_reason"].isna() & (out["live_births"] > 0)]
+    alone = poisson_gradient(published["deaths"].to_numpy(float), published["live_births"].to_numpy(float),
+                             published["ridit"].to_numpy(float))
+    assert fitted == pytest.approx(alone.b)
+
+
 def hand_irls(d, n, x, iterations=50):
     """Newton-Raphson / IRLS for log E[d] = log n + a + b x, written out."""
     X = np.column_stack([np.ones_like(x), x])

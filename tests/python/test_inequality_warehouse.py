@@ -1,8 +1,8 @@
 """The inequality marts in real builds.
 
-* The bundled build (RM, 2010-2019): membership recomputed from fct_commune_vs_region and the
-  covariate file read with Python's csv module (a second reader); quintile sums reconcile with
-  the region; D and PAF agree with the quintile mart; the fitted gradient; the benchmark is the
+* The bundled build (RM, 2010-2019): membership recomputed from every commune's yearly births
+  (the region's own commune-years, methods.md section 8) and the covariate file read with
+  Python's csv module (a second reader); quintile sums equal the region's pooled count; D and PAF agree with the quintile mart; the fitted gradient; the benchmark is the
   lowest rate among communes with >= 20 deaths; single years come from the yearly mart; the
   RII trend mart is fct_trends' shell run on the published single-year RII.
 * Generated microdata for three regions (the country path), built with covariate files that
@@ -50,8 +50,10 @@ def expected_membership(rows, values):
 
 def test_membership_follows_the_definition(bundled_warehouse):
     values = read_headerless(RAW / "covariates" / "income_poverty_2013_rm.csv")
-    pooled = query(bundled_warehouse, "select commune_code, live_births from marts.fct_commune_vs_region "
-                                      "where indicator = 'imr' and period_label = '2010-2019'")
+    # Every year of the region's count, with or without a commune rate (Providencia 2018).
+    pooled = query(bundled_warehouse, "select area_code, sum(live_births) from marts.fct_area_year_rates "
+                                      "where area_level = 'commune' and region_code = '13' and indicator = 'imr' "
+                                      "and year between 2010 and 2019 group by area_code")
     expected = expected_membership(pooled, values)
     got = query(bundled_warehouse, f"select commune_code, ridit, quintile, is_ranked from marts.fct_commune_deprivation "
                                    f"where area_level = 'region' and area_code = '13' and {MEASURE_KEYS}")
@@ -65,8 +67,9 @@ def test_membership_follows_the_definition(bundled_warehouse):
 def test_quintiles_reconcile_with_the_region_and_the_measures(bundled_warehouse):
     quintiles = query(bundled_warehouse, "select quintile, deaths, live_births, rate_per_1000 from marts.fct_rates_by_quintile "
                                          f"where area_code = '13' and {MEASURE_KEYS} order by quintile")
-    region = query(bundled_warehouse, "select sum(deaths), sum(live_births) from marts.fct_commune_vs_region "
-                                      "where region_code = '13' and indicator = 'imr' and period_label = '2010-2019'")[0]
+    region = query(bundled_warehouse, "select deaths, live_births from marts.fct_area_period_rates "
+                                      "where area_code = '13' and indicator = 'imr' and period_label = '2010-2019'")[0]
+    assert region == (6615, 979124)  # the region's own pooled count (was 6,617 / 977,267 before one rule)
     assert [q for q, *_ in quintiles] == [1, 2, 3, 4, 5]
     assert (sum(d for _, d, _, _ in quintiles), sum(n for _, _, n, _ in quintiles)) == region
     measures = dict(query(bundled_warehouse, "select measure, estimate from marts.fct_inequality "
@@ -100,12 +103,15 @@ def test_single_years_come_from_the_yearly_rates(bundled_warehouse):
             on y.area_level = 'commune' and y.area_code = m.commune_code and y.year = m.period_start
             and y.indicator = m.indicator
         where m.period_kind = 'single_year' and m.period_start = m.period_end
-            and (y.deaths is distinct from m.deaths or y.live_births is distinct from m.live_births
-                 or y.rate_per_1000 is null)""")
+            and (coalesce(y.deaths, 0) is distinct from m.deaths
+                 or case when y.rate_per_1000 is null then 0 else y.live_births end is distinct from m.live_births)""")
     assert mismatches == [(0,)]
-    # Providencia 2018 has no rate (negative derived count): it is not in that year's ranking.
-    assert query(bundled_warehouse, "select count(*) from marts.fct_commune_deprivation where commune_code = '13123' "
-                                    "and period_kind = 'single_year' and period_start = 2018") == [(0,)]
+    # Providencia 2018 has no rate (negative derived count): no published count, but its signed
+    # counts are in the region's 2018 count and so in its quintile's.
+    assert query(bundled_warehouse, "select deaths, live_births, unpublished_deaths, unpublished_live_births, is_ranked "
+                                    "from marts.fct_commune_deprivation where commune_code = '13123' "
+                                    "and period_kind = 'single_year' and period_start = 2018 "
+                                    "and stratifier = 'income_poverty_2013'") == [(0, 0, -2, 1857, True)]
     years = query(bundled_warehouse, "select count(distinct period_start) from marts.fct_inequality "
                                      "where period_kind = 'single_year' and measure = 'RII'")
     assert years == [(10,)]

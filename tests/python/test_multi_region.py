@@ -143,3 +143,15 @@ def test_country_and_region_period_rates_and_the_build_scope(national_sample):
     (scope,), = query(path, "select scope_regions || ' ' || scope_year_start || '-' || scope_year_end "
                             "from marts.meta_build")
     assert scope == "11,12,15 2015-2019"
+
+
+def test_external_benchmarks_refuse_a_country_of_three_regions(national_sample):
+    # The microdata build has a `CL` row (the sum of its three regions) and both imr and nmr,
+    # but it is not Chile: IGME's national estimates stand alone and say why.
+    path, _ = national_sample
+    assert query(path, "select count(distinct indicator) from marts.fct_area_year_rates "
+                       "where area_level = 'country' and indicator in ('imr', 'nmr')") == [(2,)]
+    rows = query(path, "select indicator, unavailable_reason, count(*), count(country_deaths), count(igme_deaths) "
+                       "from marts.fct_external_benchmarks where year between 2015 and 2019 group by all order by 1")
+    assert rows == [("imr", "scope_not_national", 5, 0, 5), ("nmr", "scope_not_national", 5, 0, 5),
+                    ("u5mr", "scope_not_national", 5, 0, 5)]

@@ -1,29 +1,22 @@
 -- The commune rows every inequality measure starts from: for each area (each region, and the
 -- country when more than one region is present), indicator, period and stratifier, every
 -- commune of the area with its deaths, live births and stratifier value (null when it has none).
---   * Analysis periods: the commune's pooled deaths and births of int_period_pooled_counts, pool
---     `commune_years` (years whose commune and region rates are available): what
---     fct_commune_vs_region compares. Read from the pool, not from that mart, so that the
---     inequity models need not wait for the comparisons (2 s sooner in a national build).
---   * Single years (period_kind 'single_year', period_start = period_end): commune rows of
---     fct_area_year_rates with an available rate. A year that is itself an analysis period
---     (a one-year custom period) is not repeated.
+-- The one rule for aggregates of communes (methods.md section 8): a period sums the area's own
+-- commune-years, the years in which the area has a count. `deaths`, `live_births` are the
+-- commune's published counts in those years (its years with a rate: for a region exactly what
+-- fct_commune_vs_region pools); `unpublished_deaths`, `unpublished_live_births` the signed
+-- counts of its other years there (no rate of its own, but inside the area's count), so that
+-- any set of communes covering the area adds up to the area's pooled count.
+-- Periods: the analysis periods and every single year (period_kind 'single_year') that is not
+-- itself an analysis period (a one-year custom period is not repeated).
 -- A stratifier is measured in an area only when every region of the area has at least one
 -- usable value (income_poverty_2013 and social_priority_index_2019 cover only region 13);
 -- int_audit__covariates lists the regions left without measures.
-with pooled as (
-    select
-        area_code as commune_code, area_name as commune_name, region_code, indicator,
-        period_start, period_end, period_label, deaths, live_births
-    from {{ ref('int_period_pooled_counts') }}
-    where pool = 'commune_years' and area_level = 'commune'
+with area_year_counts as (
+    select * from {{ ref('int_area_year_counts') }}
 ),
 
-yearly as (
-    select * from {{ ref('fct_area_year_rates') }}
-),
-
-periods as (
+analysis_periods as (
     select * from {{ ref('int_analysis_periods') }}
 ),
 
@@ -32,50 +25,74 @@ stratifier_values as (
     where problem is null
 ),
 
-area_names as (
-    select distinct area_level, area_code, area_name from yearly
+commune_years as (
+    select
+        area_code as commune_code, area_name as commune_name, region_code, indicator, year,
+        deaths, live_births, count_problem is null as is_published
+    from area_year_counts
+    where area_level = 'commune' and region_code is not null
+),
+
+area_years as (
+    select area_level, area_code, area_name, region_code, indicator, year,
+        count_problem is null as has_count
+    from area_year_counts
     where area_level in ('region', 'country')
 ),
 
-period_rows as (
-    select
-        pooled.commune_code, pooled.commune_name, pooled.region_code, pooled.indicator,
-        pooled.period_start, pooled.period_end, pooled.period_label, periods.period_kind,
-        pooled.deaths, pooled.live_births
-    from pooled
-    inner join periods
-        on pooled.period_start = periods.period_start and pooled.period_end = periods.period_end
+area_names as (
+    select distinct area_level, area_code, area_name from area_years
 ),
 
-single_year_rows as (
-    select
-        yearly.area_code as commune_code, yearly.area_name as commune_name, yearly.region_code,
-        yearly.indicator,
-        yearly.year as period_start, yearly.year as period_end,
-        cast(yearly.year as varchar) as period_label, 'single_year' as period_kind,
-        yearly.deaths, yearly.live_births
-    from yearly
-    left join periods on yearly.year = periods.period_start and yearly.year = periods.period_end
-    where yearly.area_level = 'commune' and yearly.rate_per_1000 is not null
-        and periods.period_start is null
+single_years as (
+    select distinct
+        area_years.year as period_start, area_years.year as period_end,
+        cast(area_years.year as varchar) as period_label, 'single_year' as period_kind
+    from area_years
+    left join analysis_periods
+        on area_years.year = analysis_periods.period_start
+        and area_years.year = analysis_periods.period_end
+    where analysis_periods.period_start is null
 ),
 
-commune_rows as (
-    select * from period_rows
+periods as (
+    select period_start, period_end, period_label, period_kind from analysis_periods
     union all
-    select * from single_year_rows
+    select * from single_years
 ),
 
-n_regions as (
-    select count(distinct region_code) as n from pooled
+-- Each commune-year once per area it belongs to (its region; the country), with whether the
+-- area has a count that year.
+member_years as (
+    select
+        area_years.area_level, area_years.area_code, commune_years.*,
+        area_years.has_count as in_area_count
+    from commune_years
+    inner join area_years
+        on commune_years.indicator = area_years.indicator
+        and commune_years.year = area_years.year
+        and (area_years.area_code = commune_years.region_code or area_years.area_level = 'country')
 ),
 
--- Each commune row once per area it belongs to: its region, and the country.
+{% set counted = 'member_years.in_area_count and ' %}
 area_rows as (
-    select 'region' as area_level, region_code as area_code, commune_rows.* from commune_rows
-    union all
-    select 'country', 'CL', commune_rows.* from commune_rows
-    where (select n from n_regions) > 1
+    select
+        member_years.area_level, member_years.area_code,
+        member_years.commune_code, member_years.commune_name, member_years.region_code,
+        member_years.indicator,
+        periods.period_start, periods.period_end, periods.period_label, periods.period_kind,
+        coalesce(sum(case when {{ counted }}member_years.is_published then member_years.deaths end), 0) as deaths,
+        coalesce(sum(case when {{ counted }}member_years.is_published then member_years.live_births end), 0)
+            as live_births,
+        coalesce(sum(case when {{ counted }}not member_years.is_published then member_years.deaths end), 0)
+            as unpublished_deaths,
+        coalesce(sum(case when {{ counted }}not member_years.is_published then member_years.live_births end), 0)
+            as unpublished_live_births
+    from member_years
+    inner join periods on member_years.year between periods.period_start and periods.period_end
+    group by member_years.area_level, member_years.area_code, member_years.commune_code,
+        member_years.commune_name, member_years.region_code, member_years.indicator,
+        periods.period_start, periods.period_end, periods.period_label, periods.period_kind
 ),
 
 stratifiers as (
@@ -115,6 +132,8 @@ select
     area_rows.region_code,
     cast(area_rows.deaths as bigint) as deaths,
     cast(area_rows.live_births as bigint) as live_births,
+    cast(area_rows.unpublished_deaths as bigint) as unpublished_deaths,
+    cast(area_rows.unpublished_live_births as bigint) as unpublished_live_births,
     stratifier_values.value
 from area_rows
 inner join areas_covered

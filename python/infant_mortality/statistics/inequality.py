@@ -46,6 +46,9 @@ N_QUINTILES = 5
 
 GROUP_KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end", "stratifier"]
 COMMUNE_COLUMNS = ["commune_code", "deaths", "live_births", "value"]
+# Optional: a commune's signed counts in the area's years without a rate of its own, which enter
+# the area's (and so the quintiles') sums but not the commune-level models (methods.md section 8).
+UNPUBLISHED_COLUMNS = ["unpublished_deaths", "unpublished_live_births"]
 
 MEASURES = ("D", "R", "PAR", "PAF", "avoidable_deaths", "SII", "RII", "CIX",
             "gradient_a", "gradient_b")
@@ -89,6 +92,8 @@ def _check_communes(frame: pd.DataFrame, keys: list[str]) -> None:
     deaths = pd.to_numeric(frame["deaths"])
     births = pd.to_numeric(frame["live_births"])
     bad = (deaths < 0) | (births < 0) | (births.gt(0) & deaths.isna())
+    if "unpublished_live_births" in frame.columns:
+        bad |= pd.to_numeric(frame["unpublished_live_births"]) < 0
     if bad.any():
         row = frame.loc[bad].iloc[0]
         raise ValueError(
@@ -100,17 +105,21 @@ def _check_communes(frame: pd.DataFrame, keys: list[str]) -> None:
 def rank_communes(communes: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd.DataFrame:
     """Ridit and quintile of every commune within each group of ``keys``.
 
-    Input: ``keys`` + commune_code, deaths, live_births, value (NaN = no value).
-    Output: the input rows plus ``exclusion_reason`` (``no_live_births`` -- no births in the
-    period, as fct_commune_vs_region leaves them out --, ``no_value`` -- no stratifier value
+    Input: ``keys`` + commune_code, deaths, live_births, value (NaN = no value), optionally
+    :data:`UNPUBLISHED_COLUMNS`. The ridit counts all the commune's births in the area's count
+    (published + unpublished). Output: the input rows plus ``exclusion_reason``
+    (``no_live_births`` -- neither births nor deaths in the period --, ``no_value`` -- no stratifier value
     --, or None when ranked), ``deprivation_rank`` (1 = most deprived), ``births_before``,
     ``ridit`` and ``quintile`` (null unless ranked).
     """
     _check_communes(communes, keys)
     out = communes.copy()
-    births = pd.to_numeric(out["live_births"]).astype(float)
+    deaths, births = area_counts(out)
     value = pd.to_numeric(out["value"]).astype(float)
-    reason = np.where(~(births > 0), "no_live_births", np.where(value.isna(), "no_value", None))
+    # A commune with deaths but no births in the area's count (Rio Verde 2016: 3 and 0) is
+    # ranked with zero width, so that its deaths stay in its quintile's sum.
+    counted = (births > 0) | (deaths.fillna(0) != 0)
+    reason = np.where(~counted, "no_live_births", np.where(value.isna(), "no_value", None))
     out["exclusion_reason"] = pd.Series(reason, index=out.index, dtype="string")
     ranked = out[out["exclusion_reason"].isna()].copy()
     ranked["_births"] = births[ranked.index]
@@ -145,6 +154,17 @@ class Estimate:
     lower: float = math.nan
     upper: float = math.nan
     note: str | None = None
+
+
+def area_counts(frame: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each commune's deaths and births in its area's count: published + unpublished (signed)."""
+    def total(published: str, unpublished: str) -> pd.Series:
+        counts = pd.to_numeric(frame[published]).astype(float)
+        if unpublished in frame.columns:
+            counts = counts + pd.to_numeric(frame[unpublished]).fillna(0).astype(float)
+        return counts
+
+    return total("deaths", UNPUBLISHED_COLUMNS[0]), total("live_births", UNPUBLISHED_COLUMNS[1])
 
 
 def _na(note: str) -> Estimate:
@@ -329,16 +349,26 @@ def concentration_index(deaths, births, ridit, z: float = Z95) -> Estimate:
     return Estimate(c, c - z * se, c + z * se)
 
 
-def group_measures(deaths, births, ridit, quintile, z: float = Z95):
-    """Every measure of one ranked group: ({measure: Estimate}, GradientFit)."""
+def group_measures(deaths, births, ridit, quintile, z: float = Z95, area_deaths=None, area_births=None):
+    """Every measure of one ranked group: ({measure: Estimate}, GradientFit).
+
+    (deaths, births): the communes' published counts, which the commune-level models (the
+    gradient, CIX) fit; (area_deaths, area_births), default the same: their counts in the
+    area's count, which the quintile and area sums of D, R, PAR, PAF add up (methods.md
+    section 8). A commune without published births has no rate and is left out of the fits.
+    """
     d = np.asarray(deaths, dtype=float)
     n = np.asarray(births, dtype=float)
+    da = d if area_deaths is None else np.asarray(area_deaths, dtype=float)
+    na = n if area_births is None else np.asarray(area_births, dtype=float)
     q = np.asarray(quintile)
-    out = gap_measures(d[q == 1].sum(), n[q == 1].sum(), d[q == N_QUINTILES].sum(),
-                       n[q == N_QUINTILES].sum(), d.sum(), n.sum(), z)
-    fit = poisson_gradient(d, n, ridit)
+    out = gap_measures(da[q == 1].sum(), na[q == 1].sum(), da[q == N_QUINTILES].sum(),
+                       na[q == N_QUINTILES].sum(), da.sum(), na.sum(), z)
+    rated = n > 0
+    x = np.asarray(ridit, dtype=float)[rated]
+    fit = poisson_gradient(d[rated], n[rated], x)
     out.update(sii_rii(fit, z))
-    out["CIX"] = concentration_index(d, n, ridit, z)
+    out["CIX"] = concentration_index(d[rated], n[rated], x, z)
     return out, fit
 
 
@@ -358,6 +388,8 @@ def quintile_rates(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd
     n_communes = 0 and null rate.
     """
     ranked = membership[membership["exclusion_reason"].isna()]
+    area_deaths, area_births = area_counts(ranked)
+    ranked = ranked.assign(deaths=area_deaths, live_births=area_births)
     groups = ranked[keys].drop_duplicates()
     grid = groups.merge(pd.DataFrame({"quintile": range(1, N_QUINTILES + 1)}), how="cross")
     sums = (ranked.assign(quintile=ranked["quintile"].astype(int))
@@ -386,6 +418,7 @@ def inequality_measures(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) 
     reason = membership["exclusion_reason"].astype(object).fillna("").to_numpy(dtype=str)
     deaths = pd.to_numeric(membership["deaths"]).to_numpy(dtype=float, na_value=np.nan)
     births = pd.to_numeric(membership["live_births"]).to_numpy(dtype=float, na_value=np.nan)
+    area_deaths, area_births = (c.to_numpy(dtype=float, na_value=np.nan) for c in area_counts(membership))
     ridit = pd.to_numeric(membership["ridit"]).to_numpy(dtype=float, na_value=np.nan)
     quintile = pd.to_numeric(membership["quintile"]).to_numpy(dtype=float, na_value=np.nan)
     rows = []
@@ -398,13 +431,14 @@ def inequality_measures(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) 
             n_communes=len(r),
             n_communes_without_value=int(np.sum(reason[idx] == "no_value")),
             n_communes_without_births=int(np.sum(reason[idx] == "no_live_births")),
-            deaths=int(deaths[r].sum()),
-            live_births=int(births[r].sum()),
+            deaths=int(area_deaths[r].sum()),
+            live_births=int(area_births[r].sum()),
         )
         if len(r) == 0:
             measures = {m: _na("no commune with both live births and a value") for m in MEASURES}
         else:
-            measures, _ = group_measures(deaths[r], births[r], ridit[r], quintile[r])
+            measures, _ = group_measures(deaths[r], births[r], ridit[r], quintile[r],
+                                         area_deaths=area_deaths[r], area_births=area_births[r])
         for m in MEASURES:
             e = measures[m]
             rows.append({**base, "measure": m, "estimate": e.estimate, "ci95_lower": e.lower,
