@@ -6,7 +6,8 @@ One option of the dropdown per indicator x period and measure: the crude pooled 
 empirical Bayes smoothed rate (`marts.fct_smoothed_rates`), RT (`marts.fct_commune_vs_region`),
 the probability that the commune's rate exceeds its region's, and the trend class. A thick
 black outline marks the communes that are significant for the measure shown (mid-p of the
-comparison with the rest of the region, or probability of exceeding above 0.95).
+comparison with the rest of the region, or probability of exceeding above the build's
+`exceedance_probability_threshold`, from meta_build).
 
 Two panels when the region has a dense core (Santiago): the whole region with the core framed,
 and the core enlarged; on a phone they are stacked. Each polygon is one trace (so it can have
@@ -47,8 +48,6 @@ from infant_mortality.report.i18n import t
 
 RT_TICKS = (0.25, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 4.0)
 RT_SPAN_MAX = 2.0  # log2: the colour scale never spans more than RT 1/4 to 4
-# The probability of exceeding the region's rate above which a commune is outlined.
-EXCEEDANCE_SIGNIFICANT = 0.95
 # Seats farther than this from the region's median longitude or latitude (islands such as Rapa
 # Nui) would squash the map: they are listed in a note instead.
 MAP_OUTLIER_DEGREES = 5.0
@@ -130,7 +129,7 @@ def _colours(values, scale: str, lo: float, hi: float) -> list[str]:
 
 def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes: pd.DataFrame, geojson: dict,
                       trends: pd.DataFrame, region_name: str, region_code: str, method_name: str,
-                      trend_windows: dict | None = None) -> go.Figure:
+                      exceedance_cut: float, trend_windows: dict | None = None) -> go.Figure:
     combos = combos_of(comparison)
     rings_by_code = {f["properties"]["commune_code"]: _rings(f["geometry"]) for f in geojson["features"]}
     seats = comparison[["commune_code", "commune_name"]].drop_duplicates("commune_code").merge(
@@ -251,7 +250,7 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
         positive = [abs(math.log2(v)) for v in rt if v is not None and v > 0]
         span = min(RT_SPAN_MAX, max(math.log2(1.5), max(positive, default=0.0)))
         log_rt = [None if v is None else (math.log2(v) if v > 0 else -span) for v in rt]
-        sig_p = [p is not None and p > EXCEEDANCE_SIGNIFICANT for p in prob]
+        sig_p = [p is not None and p > exceedance_cut for p in prob]
         rt_ticks = [tick for tick in RT_TICKS if abs(math.log2(tick)) <= span + 1e-9]
         scales = {
             "crude": (crude, "sequential", lo_rate, hi_rate, sig, dict(title=t("map.bar.rate"))),
@@ -277,7 +276,7 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
                                   "marker.colorbar.yanchor": "top", "marker.colorbar.len": 0.8,
                                   "marker.colorbar.thickness": 10})))
             what = (t("map.what.significant") if measure != "exceedance"
-                    else t("map.what.exceedance", cut=fmt(EXCEEDANCE_SIGNIFICANT, 2)))
+                    else t("map.what.exceedance", cut=fmt(exceedance_cut, 2)))
             options.append(dict(
                 label=t("map.option", measure=t(f"map.{measure}"), combo=combo.label), combo=combo.key,
                 measure=measure,

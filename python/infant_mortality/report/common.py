@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
-from infant_mortality.report.i18n import MESSAGES, localise_number, pick, separators, t
+from infant_mortality.report.i18n import MESSAGES, language, localise_number, percent, pick, separators, t
 
 # Narrow layouts apply below this width (px); static/report.js uses the same number.
 NARROW_PX = 600
@@ -97,10 +97,12 @@ TREND_COLOURS = {
     "decreasing": "#0072B2",
     "stationary": "#666666",
     "not_estimable": "#bdbdbd",
+    "insufficient_data": "#d9d9d9",
 }
-TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot", "not_estimable": "dot"}
+TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot"}
 # Map fill patterns of the trend classes (plotly `fillpattern.shape`): hatching, not colour alone.
-TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_estimable": "."}
+TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_estimable": ".",
+                  "insufficient_data": "x"}
 FONT = dict(family="DejaVu Sans, Arial, Helvetica, sans-serif", size=13, color="#222")
 
 
@@ -183,6 +185,14 @@ def fmt_ci(lo, hi, digits: int = 2) -> str:
     return t("ci", level=t("ci.level"), lo=fmt(lo, digits), hi=fmt(hi, digits))
 
 
+# The confidence level of the trends' APC intervals: the build's (meta_build.trend_ci_level).
+_TREND_CI_LEVEL = [0.95]
+
+
+def use_trend_ci_level(level: float) -> None:
+    _TREND_CI_LEVEL[0] = float(level)
+
+
 def fmt_apc(row) -> str:
     """`PCA (APC) −2,9 % (IC 95 % −4,1; −1,7)` or the trend's reason when it has no APC."""
     if row is None:
@@ -190,8 +200,19 @@ def fmt_apc(row) -> str:
     apc = num(row.get("apc"))
     if apc is None:
         return t("apc.none")
-    return t("apc", apc=fmt(apc, 1, signed=True), lo=fmt(row.get("apc_ci95_lower"), 1, signed=True),
-             hi=fmt(row.get("apc_ci95_upper"), 1, signed=True))
+    return t("apc", apc=fmt(apc, 1, signed=True), level=percent(_TREND_CI_LEVEL[0]),
+             lo=fmt(row.get("apc_ci95_lower"), 1, signed=True), hi=fmt(row.get("apc_ci95_upper"), 1, signed=True))
+
+
+def trend_has_class(row) -> bool:
+    """Whether a trend row carries a class (a valid fit): only then are its class and APC shown."""
+    return row is not None and row.get("trend") in ("increasing", "decreasing", "stationary")
+
+
+def method_label(method: str, mart_label: str) -> str:
+    """A trend method's name: the mart's (fct_trends.method_label, meta_build), in Spanish the catalogue's."""
+    key = f"method.{method}"
+    return t(key) if language() == "es" and key in MESSAGES else mart_label
 
 
 def fmt_apc_short(apc) -> str:

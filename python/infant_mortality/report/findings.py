@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from infant_mortality.report.common import Combo, fmt, fmt_apc, fmt_ci, indicator_short, trend_label, with_rate
+from infant_mortality.report.common import (
+    Combo,
+    fmt,
+    fmt_apc,
+    fmt_ci,
+    indicator_short,
+    trend_has_class,
+    trend_label,
+    with_rate,
+)
 from infant_mortality.report.i18n import t
 
 TOP_N = 3  # communes named as the highest
@@ -37,11 +46,15 @@ def trends_finding(area_name: str, indicator: str, area_trend: dict | None, memb
     """The reference area's trend, and how many of its members (communes, regions) are in each class."""
     counts = member_trends["trend"].fillna("not_estimable").value_counts()
     classes = "; ".join(f"{trend_label(cls).lower()}: {int(counts[cls])}" for cls in
-                        ("increasing", "decreasing", "stationary", "not_estimable") if cls in counts)
-    head = (t("finding.trend_none", area=area_name, ind=indicator_short(indicator)) if area_trend is None else
-            t("finding.trend", area=area_name, ind=indicator_short(indicator),
-              period=f"{int(area_trend['period_start'])}-{int(area_trend['period_end'])}",
-              cls=trend_label(area_trend["trend"]).lower(), apc=fmt_apc(area_trend)))
+                        ("increasing", "decreasing", "stationary", "not_estimable", "insufficient_data")
+                        if cls in counts)
+    if area_trend is None:
+        head = t("finding.trend_none", area=area_name, ind=indicator_short(indicator))
+    else:
+        head = t("finding.trend", area=area_name, ind=indicator_short(indicator),
+                 period=f"{int(area_trend['period_start'])}-{int(area_trend['period_end'])}",
+                 cls=trend_label(area_trend["trend"]).lower(),
+                 apc=fmt_apc(area_trend) if trend_has_class(area_trend) else t("apc.none"))
     return head + " " + t("finding.trend_members", members=members, classes=classes or t("finding.none"))
 
 

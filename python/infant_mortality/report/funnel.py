@@ -33,13 +33,18 @@ from infant_mortality.report.marts import pooled_rate
 from infant_mortality.statistics.poisson import FUNNEL_BIRTHS_SPAN
 
 HEIGHT = 620
+# The funnel's limits: exact Poisson, or widened for the region's over-dispersion (Spiegelhalter
+# 2005; fct_funnel_limits.adjusted_*, fct_commune_vs_region.funnel_category_adjusted): (column
+# prefix of the limits, category column).
+LIMIT_KINDS = {"exact": ("", "funnel_category"), "adjusted": ("adjusted_", "funnel_category_adjusted")}
 MARGIN = dict(l=70, r=30, t=110, b=125)
 LABEL_FONT_PX = 10
 
 
 def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: pd.DataFrame, region_name: str,
                   region_code: str) -> go.Figure:
-    """Pooled rate against live births with exact Poisson 95% / 99.8% limits around the region.
+    """Pooled rate against live births with exact Poisson 95% / 99.8% limits around the region,
+    or (menu) the limits adjusted for over-dispersion with the communes' adjusted categories.
 
     Communes outside the 95% limits are labelled; each label takes the side of its marker that
     overlaps least with the other labels and markers (at the report's usual width). The
@@ -51,9 +56,10 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
     groups, layouts, labels = [], [], []
     plot_w = ASSUMED_WIDTH - MARGIN["l"] - MARGIN["r"]
     plot_h = HEIGHT - MARGIN["t"] - MARGIN["b"]
-    for combo in combos:
+    for combo, kind in [(c, k) for c in combos for k in LIMIT_KINDS]:
+        prefix, category = LIMIT_KINDS[kind]
         df = with_rate(combo.select(comparison))
-        df = df.assign(funnel_category=df["funnel_category"].fillna("uncategorised"))
+        df = df.assign(funnel_category=df[category].fillna("uncategorised"))
         idx = []
         reg = pooled_rate(area_periods, combo)
         region_rate = reg["rate_per_1000"] if reg is not None else None
@@ -66,7 +72,8 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
             grid = curve["live_births"].to_numpy(float)
             for level, column, dash, name in ((0.95, "95", "dash", t("funnel.limits_95")),
                                               (0.998, "998", "dot", t("funnel.limits_998"))):
-                lower, upper = curve[f"lower_{column}_per_1000"].to_numpy(float), curve[f"upper_{column}_per_1000"].to_numpy(float)
+                lower = curve[f"{prefix}lower_{column}_per_1000"].to_numpy(float)
+                upper = curve[f"{prefix}upper_{column}_per_1000"].to_numpy(float)
                 idx.append(len(fig.data))
                 fig.add_trace(
                     go.Scatter(
@@ -77,7 +84,7 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                         name=name,
                         legendgroup=name,
                         hoverinfo="skip",
-                        meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level),
+                        meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level, limits=kind),
                     )
                 )
             idx.append(len(fig.data))
@@ -89,7 +96,8 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                     line=dict(color="#222", width=1.5),
                     name=t("funnel.region"),
                     hovertemplate=t("funnel.region.hover", rate=fmt(region_rate)) + "<extra></extra>",
-                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, region_rate=region_rate),
+                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, region_rate=region_rate,
+                              limits=kind),
                 )
             )
         # Pixel positions at the usual width, for the label placement.
@@ -131,13 +139,16 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                     textfont=dict(size=LABEL_FONT_PX, color=FUNNEL_COLOURS[cat]),
                     hovertext=hover,
                     hovertemplate="%{hovertext}<extra></extra>",
-                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, funnel_category=cat,
+                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, funnel_category=cat, limits=kind,
                               **({"narrow": {"mode": "markers"}} if with_text else {})),
                 )
             )
         groups.append(idx)
-        labels.append(combo.label)
-        layouts.append({"title.text": t("funnel.title", combo=combo.label, region=region_name),
+        labels.append(t(f"funnel.option.{kind}", combo=combo.label))
+        dispersion = "" if kind == "exact" or curve.empty else t(
+            "funnel.dispersion", phi=fmt(curve["phi"].iloc[0]), tau2=fmt(curve["tau2"].iloc[0], 4))
+        layouts.append({"title.text": t(f"funnel.title.{kind}", combo=combo.label, region=region_name,
+                                        dispersion=dispersion),
                         "xaxis.range": [lx0, lx1], "yaxis.range": [0, y_top]})
     visibilities = visibility(groups, len(fig.data))
     apply_default_visibility(fig, visibilities[0])
@@ -154,6 +165,6 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
         )
     )
     legend_below(fig)
-    fig.layout.meta = dict(menu=menu(labels, visibilities, layouts), menu_label=t("menu.combo"),
+    fig.layout.meta = dict(menu=menu(labels, visibilities, layouts), menu_label=t("menu.funnel"),
                            narrow=narrow_layout({"margin.l": 50, "margin.b": 150}))
     return fig

@@ -33,6 +33,11 @@ def t(key: str, **values) -> str:
     return (es if _current[0] == "es" else en).format(**values)
 
 
+def percent(level: float) -> str:
+    """A confidence level as the page writes it: `95 %` / `95%`."""
+    return t("percent", value=localise_number(format(100 * level, "g")))
+
+
 def pick(es: str | None, en: str | None) -> str | None:
     """Of a mart's Spanish and English columns, the current language's (the other if it is empty)."""
     first, second = (es, en) if _current[0] == "es" else (en, es)
@@ -67,7 +72,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "percent": ("{value} %", "{value}%"),
     "ci": ("IC {level} {lo} a {hi}", "{level} CI {lo} to {hi}"),
     "ci.level": ("95 %", "95%"),
-    "apc": ("PCA (APC) {apc} % (IC 95 % {lo}; {hi})", "APC {apc}% (95% CI {lo}; {hi})"),
+    "apc": ("PCA (APC) {apc} % (IC {level} {lo}; {hi})", "APC {apc}% ({level} CI {lo}; {hi})"),
     "apc.short": ("PCA (APC) {apc} %", "APC {apc}%"),
     "apc.none": ("PCA no estimable", "APC not estimable"),
     "trend.none": ("tendencia no disponible", "trend not available"),
@@ -93,6 +98,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "trend.decreasing": ("Decreciente", "Decreasing"),
     "trend.stationary": ("Estacionaria", "Stationary"),
     "trend.not_estimable": ("No estimable", "Not estimable"),
+    "trend.insufficient_data": ("Datos insuficientes", "Insufficient data"),
+    "trend.reason.insufficient_data": ("menos de {n} defunciones en el período", "fewer than {n} deaths in the period"),
+    "trend.reason.not_estimable": ("ajuste no válido; el motivo, al pasar el cursor", "no valid fit; hover for why"),
+    "trends.other": ("{method}: {apc}", "{method}: {apc}"),
+    "trends.disagree": (" (otra clase)", " (another class)"),
+    "trends.joinpoints": ("punto de inflexión (joinpoint): {years}", "joinpoint: {years}"),
+    "trends.segment": ("tramo {start}-{end}: {apc}", "segment {start}-{end}: {apc}"),
     "gap.widened": ("se amplió", "widened"),
     "gap.narrowed": ("se redujo", "narrowed"),
     "gap.held": ("se mantuvo", "held"),
@@ -126,8 +138,18 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "1000 · RAP% %{{customdata[9]:+.1f}}%<br>vs rest of region: %{{customdata[11]}} "
         "(mid-p %{{customdata[10]:.3f}})<extra></extra>"),
     # Funnel
-    "funnel.title": ("{combo}: gráfico de embudo<br>frente a la tasa regional, {region}",
-                     "{combo}: funnel plot<br>against the regional rate, {region}"),
+    "funnel.title.exact": ("{combo}: gráfico de embudo, límites exactos de Poisson{dispersion}<br>frente a la tasa "
+                           "regional, {region}",
+                           "{combo}: funnel plot, exact Poisson limits{dispersion}<br>against the regional rate, "
+                           "{region}"),
+    "funnel.title.adjusted": ("{combo}: gráfico de embudo, límites ajustados por sobredispersión{dispersion}<br>"
+                              "frente a la tasa regional, {region}",
+                              "{combo}: funnel plot, limits adjusted for over-dispersion{dispersion}<br>against the "
+                              "regional rate, {region}"),
+    "funnel.dispersion": (" (φ = {phi}; τ² = {tau2})", " (φ = {phi}; τ² = {tau2})"),
+    "funnel.option.exact": ("{combo} · límites exactos", "{combo} · exact limits"),
+    "funnel.option.adjusted": ("{combo} · ajustados por sobredispersión", "{combo} · adjusted for over-dispersion"),
+    "menu.funnel": ("Indicador, período y límites", "Indicator, period and limits"),
     "funnel.limits_95": ("Límites de control de 95 %", "95% control limits"),
     "funnel.limits_998": ("Límites de control de 99,8 %", "99.8% control limits"),
     "funnel.region": ("Tasa regional", "Regional rate"),
@@ -181,7 +203,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
                           "%{{customdata[3]:,}}<extra></extra>"),
     "trends.hover.fit": ("<b>{name}</b>: ajuste de {method}, {cls}<br>{apc}<br>p = {p}, rho = {rho}<extra></extra>",
                          "<b>{name}</b>: {method} fit, {cls}<br>{apc}<br>p = {p}, rho = {rho}<extra></extra>"),
-    "method.prais_winsten": ("Prais-Winsten", "Prais-Winsten"),
+    # Spanish names of the trend methods (English: the mart's fct_trends.method_label).
+    "method.poisson": ("regresión de Poisson", "Poisson regression"),
+    "method.joinpoint": ("joinpoint (NCI)", "Joinpoint (NCI)"),
     # Inequity
     "inequity.measure.D": ("D, diferencia de tasas q1 − q5 (por 1.000)", "D, rate difference q1 − q5 (per 1000)"),
     "inequity.measure.R": ("R, razón de tasas q1 / q5", "R, rate ratio q1 / q5"),
@@ -308,6 +332,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "headline.no_rate": ("{label}: sin tasa acumulada (un año sin tasa; ver Calidad de los datos)",
                          "{label}: no pooled rate (a year without a rate; see Data quality)"),
     "headline.trend": ("tendencia {period}: <b>{cls}</b>, {apc} por año", "trend {period}: <b>{cls}</b>, {apc} per year"),
+    "headline.trend_none": ("tendencia {period}: <b>{cls}</b>", "trend {period}: <b>{cls}</b>"),
     "headline.no_trend": ("tendencia: ninguna en <code>marts.fct_trends</code>", "trend: none in <code>marts.fct_trends</code>"),
     "headline.counts": ("<b>{n_hi}</b> de {n} comunas significativamente <span class='higher'>▲ mayores</span> y "
                         "<b>{n_lo}</b> significativamente <span class='lower'>▼ menores</span> que el resto de la región.",
@@ -350,13 +375,29 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "unavailable years are not plotted. Each panel has its own vertical scale. Source: "
         "<code>marts.fct_area_year_rates</code> and <code>marts.fct_trends</code>; counts: {basis}."),
     "funnel.heading": ("3. Gráfico de embudo", "3. Funnel plot"),
+    "screening.heading": ("Cribado: peor y empeorando primero", "Screening: worse and worsening first"),
+    "screening.caption": ("Cada comuna según su comparación con el resto de la región y su tendencia ({method}), "
+                          "{combo} (<code>marts.fct_commune_screening</code>); las categorías que piden atención "
+                          "primero.",
+                          "Each commune by its comparison with the rest of the region and its trend ({method}), "
+                          "{combo} (<code>marts.fct_commune_screening</code>); the categories that call for "
+                          "attention first."),
+    "screening.worse_and_worsening": ("Peor y empeorando", "Worse and worsening"),
+    "screening.worse": ("Peor, sin empeorar", "Worse, not worsening"),
+    "screening.worsening": ("Empeorando, sin ser peor", "Worsening, not worse"),
+    "screening.similar_no_trend": ("Similar y sin tendencia", "Similar, no trend"),
+    "screening.improving": ("Mejorando", "Improving"),
+    "screening.better": ("Mejor", "Better"),
+    "screening.better_and_improving": ("Mejor y mejorando", "Better and improving"),
+    "screening.not_classifiable": ("Sin clasificar (tendencia sin clase)", "Not classifiable (trend without a class)"),
     "funnel.caption": (
         "La tasa acumulada de cada comuna frente a su número de nacidos vivos (escala logarítmica). Los embudos son "
         "los límites de control exactos de Poisson alrededor de la tasa acumulada de la región (línea continua) para "
         "una comuna de ese tamaño: 95 % (discontinua) y 99,8 % (punteada). Una comuna fuera del embudo se aparta de la "
         "región más de lo que explica el azar a ese nivel; las comunas pequeñas necesitan desvíos grandes. Forma y "
         "color: <code>funnel_category</code> de <code>marts.fct_commune_vs_region</code> (▲ sobre, ▼ bajo los "
-        "límites; relleno: más allá del 99,8 %; la comuna frente a toda la región, por lo que puede diferir de la "
+        "límites; relleno: más allá del 99,8 %; el menú ofrece también los límites ajustados por la sobredispersión de la "
+        "región y la categoría ajustada de cada comuna, <code>funnel_category_adjusted</code>; la comuna frente a toda la región, por lo que puede diferir de la "
         "prueba frente al resto de la región del ranking). Se nombran las comunas fuera de los límites del 95 % "
         "mientras los nombres no se superpongan; pase el cursor o toque un punto para ver el resto. Por defecto: "
         "{default}.{menu}",
@@ -365,7 +406,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "(dashed) and 99.8% (dotted). A commune outside the funnel differs from the region more than chance alone "
         "would explain at that level; small communes need large deviations. Shape and colour: "
         "<code>funnel_category</code> of <code>marts.fct_commune_vs_region</code> (▲ above, ▼ below the limits; "
-        "filled: beyond 99.8%; the commune against the whole region, so it can differ from the test against the "
+        "filled: beyond 99.8%; the menu also offers the limits adjusted for the region's over-dispersion and each "
+        "commune's adjusted category, <code>funnel_category_adjusted</code>; the commune against the whole region, so it can differ from the test against the "
         "rest of the region in the ranking). Communes outside the 95% limits are named where the names do not "
         "overlap; hover or tap a point for the others. Default: {default}.{menu}"),
     "map.heading": ("4. Mapa", "4. Map"),
@@ -502,6 +544,36 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "finding.table_note": ("Datos: <a href=\"#{table}\">la tabla 6</a>.", "Data: <a href=\"#{table}\">table 6</a>."),
     "data.trends": ("Datos de la figura: {ind} por año y tendencia", "Figure data: {ind} by year and trend"),
     "data.inequity": ("Datos de la figura: {ind} por quintil de {strat}", "Figure data: {ind} by quintile of {strat}"),
+    # The country against UN IGME (benchmarks.py)
+    "bench.heading": ("Comparación con UN IGME", "Comparison with UN IGME"),
+    "bench.caption": ("La {ind} anual del país en este almacén de datos (con su IC exacto del 95 %) junto a la estimación "
+                      "del Grupo Interinstitucional de las Naciones Unidas para la Estimación de la Mortalidad en la "
+                      "Niñez (UN IGME, ronda 2020) y la banda de 90 % de su ronda 2015 "
+                      "(<code>marts.fct_external_benchmarks</code>); «dentro de la tolerancia»: las defunciones difieren "
+                      "de las de UN IGME menos que la tolerancia del build.",
+                      "The country's yearly {ind} in this warehouse (with its exact 95% CI) beside the estimate of the "
+                      "UN Inter-agency Group for Child Mortality Estimation (UN IGME, 2020 round) and the 90% band of "
+                      "its 2015 round (<code>marts.fct_external_benchmarks</code>); \"within tolerance\": the deaths "
+                      "differ from UN IGME's by less than the build's tolerance."),
+    "bench.title": ("{ind}: el país y UN IGME", "{ind}: the country and UN IGME"),
+    "bench.trace.country": ("{ind} del país (IC 95 %)", "Country {ind} (95% CI)"),
+    "bench.trace.igme": ("UN IGME, ronda 2020", "UN IGME, 2020 round"),
+    "bench.trace.band": ("UN IGME, ronda 2015: banda de 90 %", "UN IGME, 2015 round: 90% band"),
+    "bench.col.country": ("País /1.000 (IC 95 %)", "Country /1000 (95% CI)"),
+    "bench.col.igme": ("UN IGME /1.000", "UN IGME /1000"),
+    "bench.col.band": ("UN IGME 2015, banda 90 %", "UN IGME 2015, 90% band"),
+    "bench.col.rate_difference": ("Diferencia /1.000", "Difference /1000"),
+    "bench.col.deaths_difference": ("Diferencia de defunciones", "Deaths difference"),
+    "bench.col.deaths_difference_percent": ("Diferencia de defunciones %", "Deaths difference %"),
+    "bench.col.within": ("Dentro de la tolerancia", "Within tolerance"),
+    "bench.data": ("Tabla: el país y UN IGME por año", "Table: the country and UN IGME by year"),
+    "bench.finding": ("{first}-{last}: la tasa del país difiere de la de UN IGME entre {lo} y {hi} por 1.000; años "
+                      "con defunciones fuera de la tolerancia ({n}): {years}.",
+                      "{first}-{last}: the country's rate differs from UN IGME's by {lo} to {hi} per 1000; years "
+                      "with deaths outside the tolerance ({n}): {years}."),
+    "bench.unavailable": ("Sin comparación con UN IGME en este almacén de datos ({reasons}).",
+                          "No comparison with UN IGME in this warehouse ({reasons})."),
+    "no": ("no", "no"),
     # Messages of report.js
     "js.scroll_hint": ("Desplace el cuadro para ver más filas o columnas →", "Scroll the box for more rows or columns →"),
     "js.unknown_region": ("La región «{code}» de la dirección no existe en este informe; se muestra {shown}.",

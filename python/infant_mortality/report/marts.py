@@ -17,10 +17,11 @@ DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
                   "fct_commune_vs_region", "fct_funnel_limits", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
-                  "fct_inequality_trends")
+                  "fct_inequality_trends", "fct_trend_segments", "fct_commune_screening", "fct_external_benchmarks")
 
 # The dbt vars the report states (their values are the build's, from meta_build.vars_json).
-THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float}
+THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float,
+                  "trend_min_deaths": int, "exceedance_probability_threshold": float}
 
 
 class ReportError(RuntimeError):
@@ -34,14 +35,14 @@ class Settings:
     unreliable_below_deaths: int
     comparison_alpha: float
     trend_p_threshold: float
+    trend_min_deaths: int
+    exceedance_probability_threshold: float
     trend_method: str = ""  # fct_trends.method of the headline (meta_build)
     trend_method_label: str = ""
     trend_ci_level: float = 0.95
     count_basis: str | None = None
     built_at: str | None = None
     git_commit: str | None = None
-    # The headline trend method (a `method` key of fct_trends); builds without the column used Prais-Winsten.
-    trend_method: str = "prais_winsten"
 
 
 @dataclass
@@ -59,6 +60,10 @@ class Marts:
     geojson: dict
     inequity: dict[str, pd.DataFrame]
     indicators: list[Indicator]
+    other_trends: pd.DataFrame  # fct_trends of the second method shown beside the headline's
+    segments: pd.DataFrame  # fct_trend_segments
+    screening: pd.DataFrame  # fct_commune_screening of the headline method
+    benchmarks: pd.DataFrame  # fct_external_benchmarks
 
 
 def default_warehouse() -> Path:
@@ -114,6 +119,10 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
                                                      "fct_commune_deprivation", "fct_inequality",
                                                      "fct_inequality_trends")},
             indicators=_indicators(read("dim_indicator")),
+            other_trends=trends[trends["method"] == second_method(settings.trend_method)].reset_index(drop=True),
+            segments=read("fct_trend_segments"),
+            screening=read("fct_commune_screening").query("is_headline_method").reset_index(drop=True),
+            benchmarks=read("fct_external_benchmarks"),
         )
     finally:
         con.close()
@@ -131,8 +140,14 @@ def _settings(meta: pd.DataFrame) -> Settings:
                           "built by an older version; rebuild it with `make warehouse`.")
     thresholds = {k: cast(values[k]) for k, cast in THRESHOLD_VARS.items()}
     return Settings(**thresholds, trend_method=row["trend_method"], trend_method_label=row["trend_method_label"],
-                    trend_ci_level=float(row["trend_ci_level"]), count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
-                    git_commit=row.get("git_commit") or None)
+                    trend_ci_level=float(row["trend_ci_level"]), count_basis=row.get("count_basis"),
+                    built_at=str(row.get("built_at") or "") or None, git_commit=row.get("git_commit") or None)
+
+
+def second_method(headline: str) -> str:
+    """The trend method shown beside the headline's: the study's Prais-Winsten and the count
+    model check each other (fct_trends.classes_agree compares these two)."""
+    return "poisson" if headline != "poisson" else "prais_winsten"
 
 
 def _geojson(comparison: pd.DataFrame) -> dict:

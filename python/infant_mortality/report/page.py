@@ -17,7 +17,14 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from infant_mortality.report.choropleth import EXCEEDANCE_SIGNIFICANT, choropleth_figure
+from infant_mortality.report.benchmarks import (
+    BENCHMARK_HEADERS,
+    benchmark_figure,
+    benchmark_finding,
+    benchmark_rows,
+    benchmark_table_rows,
+)
+from infant_mortality.report.choropleth import choropleth_figure
 from infant_mortality.report.common import (
     combos_of,
     fmt,
@@ -27,9 +34,12 @@ from infant_mortality.report.common import (
     indicator_order,
     indicator_short,
     indicators,
+    method_label,
     num,
+    trend_has_class,
     trend_label,
     use_indicators,
+    use_trend_ci_level,
 )
 from infant_mortality.report.findings import (
     funnel_finding,
@@ -97,13 +107,15 @@ class FigureStore:
                 f'<figcaption class="finding" id="{fig_id}-finding"><b>{esc(t("finding.label"))}</b> {esc(finding)}'
                 f"{(' ' + data_note) if data_note else ''}</figcaption></figure>")
 
-    def data_table(self, table_id: str, summary: str, headers: list[str], rows: list[list]) -> str:
-        """A figure's data as a sortable table in a closed <details>, filled by report.js when opened."""
+    def data_table(self, table_id: str, summary: str, headers: list[str], rows: list[list], opened: bool = False) -> str:
+        """A figure's data as a sortable table in a <details> (closed unless `opened`), filled by
+        report.js when shown."""
         self.add(table_id, {"rows": [["", cells] for cells in rows]})
         head = "".join(f'<th scope="col" title="{esc(t("table.sort"))}">{esc(h)}</th>' for h in headers)
         table = (f'<table class="data sortable" id="{table_id}" data-rows="{table_id}-data">'
                  f"<thead><tr>{head}</tr></thead><tbody></tbody></table>")
-        return f'<details class="figure-data"><summary>{esc(summary)}</summary>{table_box(table_id, summary, table)}</details>'
+        return (f'<details class="figure-data"{" open" if opened else ""}><summary>{esc(summary)}</summary>'
+                f"{table_box(table_id, summary, table)}</details>")
 
     def scripts(self) -> str:
         return "\n".join(
@@ -118,9 +130,8 @@ class FigureStore:
 
 
 def method_name(s: Settings) -> str:
-    """The trend method as the page names it (the build's, from meta_build)."""
-    key = f"method.{s.trend_method}"
-    return t(key) if key in MESSAGES else s.trend_method
+    """The headline trend method as the page names it (the build's, from meta_build)."""
+    return method_label(s.trend_method, s.trend_method_label)
 
 
 def glossary_html(present: list[str], s: Settings) -> str:
@@ -145,8 +156,10 @@ def glossary_html(present: list[str], s: Settings) -> str:
 def _trend_text(tr: dict | None) -> str:
     if tr is None:
         return t("headline.no_trend")
-    return t("headline.trend", period=f"{int(tr['period_start'])}-{int(tr['period_end'])}",
-             cls=esc(trend_label(tr["trend"]).lower()), apc=esc(fmt_apc(tr)))
+    period = f"{int(tr['period_start'])}-{int(tr['period_end'])}"
+    if not trend_has_class(tr):
+        return t("headline.trend_none", period=period, cls=esc(trend_label(tr["trend"]).lower()))
+    return t("headline.trend", period=period, cls=esc(trend_label(tr["trend"]).lower()), apc=esc(fmt_apc(tr)))
 
 
 def _rate_text(label: str, reg: dict | None) -> str:
@@ -192,13 +205,33 @@ class RegionFigures:
     trend_series: dict  # indicator -> the series drawn (see `_series`)
 
 
-def _series(rates: pd.DataFrame, trends_w: pd.DataFrame, level: str, areas, ind: str):
-    """(code, name, yearly rows, trend row) of each area, in the order given."""
+@dataclass
+class TrendMarts:
+    """The trend rows the figures show: the headline method's and the second method's (each in the
+    window the report shows) and the joinpoint segments."""
+
+    headline: pd.DataFrame
+    other: pd.DataFrame
+    segments: pd.DataFrame
+
+    @classmethod
+    def of(cls, marts: Marts) -> "TrendMarts":
+        windows = trend_windows(marts.trends)
+        return cls(trends_in_window(marts.trends, windows), trends_in_window(marts.other_trends, windows),
+                   trends_in_window(marts.segments, windows))
+
+
+def _series(rates: pd.DataFrame, tm: TrendMarts, level: str, areas, ind: str):
+    """(code, name, yearly rows, headline trend row, second method's row, joinpoint segments) of
+    each area, in the order given."""
     out = []
     for code, name in areas:
         rows = rates[(rates.area_level == level) & (rates.area_code == code) & (rates.indicator == ind)]
         if not rows.empty:
-            out.append((code, name, rows, trend_row(trends_w, level, code, ind)))
+            seg = tm.segments
+            seg = seg[(seg.area_level == level) & (seg.area_code == code) & (seg.indicator == ind)]
+            out.append((code, name, rows, trend_row(tm.headline, level, code, ind), trend_row(tm.other, level, code, ind),
+                        seg))
     return out
 
 
@@ -209,20 +242,21 @@ def region_figures(marts: Marts, region_code: str) -> RegionFigures:
     area_periods = marts.area_rates[(marts.area_rates.area_level == "region")
                                     & (marts.area_rates.area_code == region_code)]
     windows = trend_windows(marts.trends)
-    trends_w = trends_in_window(marts.trends, windows)
+    tm = TrendMarts.of(marts)
+    trends_w = tm.headline
     trends_region = trends_w[trends_w.region_code == region_code]
     smoothed = marts.smoothed[marts.smoothed.commune_code.isin(comp.commune_code)]
     method = method_name(marts.settings)
     fig_map = choropleth_figure(comp, smoothed, marts.communes, marts.geojson,
                                 trends_region[trends_region.area_level == "commune"], region_name, region_code,
-                                method, windows)
+                                method, marts.settings.exceedance_probability_threshold, windows)
     names = comp[["commune_code", "commune_name"]].drop_duplicates().sort_values("commune_name")
     trend_figs, series = {}, {}
     for ind in indicator_order(comp.indicator.unique()):
-        series[ind] = (_series(marts.rates, trends_w, "region",
-                               [(region_code, t("trends.region_suffix", name=region_name))], ind)
-                       + _series(marts.rates, trends_w, "commune", names.itertuples(index=False), ind))
-        trend_figs[ind] = trends_figure(series[ind], ind, region_code, method)
+        series[ind] = (_series(marts.rates, tm, "region", [(region_code, t("trends.region_suffix", name=region_name))],
+                               ind)
+                       + _series(marts.rates, tm, "commune", names.itertuples(index=False), ind))
+        trend_figs[ind] = trends_figure(series[ind], ind, region_code, method, marts.settings.trend_min_deaths)
     return RegionFigures(region_code, region_name, ranking_figure(comp, area_periods, region_name, region_code,
                                                                   marts.settings),
                          funnel_figure(comp, area_periods, marts.funnel_limits[marts.funnel_limits.region_code == region_code],
@@ -238,11 +272,11 @@ def _trend_caption(ind: str, window, area: str, count_basis: str, method: str) -
 
 def _trend_table(store: FigureStore, table_id: str, series, ind: str) -> str:
     """The data of a trends figure: per area its class, APC and yearly rates (the marts' values)."""
-    years = sorted({int(y) for _, _, rows, _ in series for y in rows["year"]})
+    years = sorted({int(y) for _, _, rows, *_ in series for y in rows["year"]})
     rows = []
-    for _, name, yearly, trend in series:
+    for _, name, yearly, trend, _, _ in series:
         by_year = dict(zip(yearly["year"].astype(int), yearly["rate_per_1000"]))
-        rows.append([name, trend_label((trend or {}).get("trend")) if trend else "", fmt_apc(trend),
+        rows.append([name, trend_label(trend["trend"]) if trend else "", fmt_apc(trend) if trend_has_class(trend) else "",
                      *[[fmt(by_year.get(y)), num(by_year.get(y))] for y in years]])
     return store.data_table(table_id, t("data.trends", ind=indicator_short(ind)),
                             [t("col.area"), t("col.trend"), t("col.apc"), *[str(y) for y in years]], rows)
@@ -310,7 +344,8 @@ def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
         return ""
     code, name = country.iloc[0]
     windows = trend_windows(marts.trends)
-    trends_w = trends_in_window(marts.trends, windows)
+    tm = TrendMarts.of(marts)
+    trends_w = tm.headline
     area_periods = marts.area_rates[marts.area_rates.area_level == "country"]
     regions = (marts.rates[marts.rates.area_level == "region"][["area_code", "area_name"]].drop_duplicates()
                .sort_values("area_code").itertuples(index=False))
@@ -318,9 +353,9 @@ def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
     method = method_name(marts.settings)
     figs, series = {}, {}
     for ind in indicator_order(marts.comparison.indicator.unique()):
-        series[ind] = (_series(marts.rates, trends_w, "country", [(code, t("trends.country_suffix", name=name))], ind)
-                       + _series(marts.rates, trends_w, "region", regions, ind))
-        figs[ind] = trends_figure(series[ind], ind, code, method)
+        series[ind] = (_series(marts.rates, tm, "country", [(code, t("trends.country_suffix", name=name))], ind)
+                       + _series(marts.rates, tm, "region", regions, ind))
+        figs[ind] = trends_figure(series[ind], ind, code, method, marts.settings.trend_min_deaths)
     findings = _trend_findings(series, "country", name, t("finding.members.regions"))
     parts = [f'<section class="country-block" data-area="{esc(code)}">',
              f"<h2>{t('country.heading', name=esc(name), n=len(regions))}</h2>",
@@ -328,9 +363,37 @@ def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
              f"<h3>{t('country.trends', method=esc(method))}</h3>",
              *_trend_blocks(store, figs, series, f"fig-trends-{code}", windows, t("country.trends.area"),
                             count_basis, method, findings),
+             benchmarks_html(marts, store, code),
              inequity_html(marts, store, "country", code, name, t("country.inequity")),
              "</section>"]
     return "\n".join(parts)
+
+
+def benchmarks_html(marts: Marts, store: FigureStore, code: str) -> str:
+    """The country against UN IGME, first indicator (the table and a small figure)."""
+    ind = indicator_order(marts.comparison.indicator.unique())[0]
+    rows = benchmark_rows(marts.benchmarks, ind)
+    compared = rows[rows["unavailable_reason"].isna()]
+    head = f"<h3>{esc(t('bench.heading'))}</h3>"
+    if compared.empty:
+        reasons = ", ".join(sorted(rows["unavailable_reason"].dropna().unique())) or t("finding.none")
+        return head + f'<p class="note">{esc(t("bench.unavailable", reasons=reasons))}</p>'
+    return (head + f'<p class="caption">{t("bench.caption", ind=esc(indicator_short(ind)))}</p>'
+            + store.figure(f"fig-benchmarks-{code}", benchmark_figure(compared, ind), benchmark_finding(compared))
+            + store.data_table(f"data-fig-benchmarks-{code}", t("bench.data"), [t(h) for h in BENCHMARK_HEADERS],
+                               benchmark_table_rows(compared), opened=True))
+
+
+def screening_html(screening: pd.DataFrame, combo, code: str, method: str) -> str:
+    """The region's communes by screening category, the worse-and-worsening first."""
+    df = combo.select(screening[screening["region_code"] == code]).sort_values(["screening_order", "commune_name"])
+    if df.empty:
+        return ""
+    items = "".join(f"<li><b>{esc(t('screening.' + cat))}</b> ({len(g)}): {esc(', '.join(g['commune_name']))}</li>"
+                    for cat, g in df.groupby("screening_category", sort=False))
+    return (f"<h3>{esc(t('screening.heading'))}</h3>"
+            f'<p class="caption">{t("screening.caption", method=esc(method), combo=esc(combo.label))}</p>'
+            f'<ul class="screening">{items}</ul>')
 
 
 def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_basis: str, shown: bool) -> str:
@@ -349,6 +412,7 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
     parts = [f'<section class="region-block" data-region="{esc(code)}"{"" if shown else " style=display:none"}>']
     parts.append(f"<h2>{t('region.heading', name=esc(name), n=comp.commune_code.nunique())}</h2>")
     parts.append(headline_html(name, "region", code, comp, area_periods, trends_w))
+    parts.append(screening_html(marts.screening, default, code, method))
     no_rate = comp[comp["rate_per_1000"].isna()]
     if not no_rate.empty:
         items = ", ".join(f"{r.commune_name} ({indicator_short(r.indicator)} {r.period_label})"
@@ -374,7 +438,7 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
     parts.append(f"<h3>{t('map.heading')}</h3>")
     meta = figs.map.layout.meta or {}
     missing = meta.get("not_on_map") or []
-    caption = t("map.caption", alpha=fmt(s.comparison_alpha, 2), cut=fmt(EXCEEDANCE_SIGNIFICANT, 2))
+    caption = t("map.caption", alpha=fmt(s.comparison_alpha, 2), cut=fmt(s.exceedance_probability_threshold, 2))
     if missing:
         caption += t("map.not_on_map", names=esc(", ".join(missing)))
     parts.append(f'<p class="caption">{caption}</p>')
@@ -382,7 +446,7 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
     exceeding = opts.get(("exceedance", default.key))
     parts.append(store.figure(f"fig-map-{code}", figs.map,
                               map_finding(comp, default, name, opts.get(("crude", default.key), []), exceeding,
-                                          EXCEEDANCE_SIGNIFICANT),
+                                          s.exceedance_probability_threshold),
                               table_note))
     sig_items = []
     for opt in meta.get("options", []):
@@ -409,6 +473,7 @@ def _count_basis(marts: Marts) -> str:
 def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
     use_language(lang)
     use_indicators(marts.indicators)
+    use_trend_ci_level(marts.settings.trend_ci_level)
     comparison = marts.comparison
     # Region names as the region's own rows carry them (one per region).
     names = (marts.rates[marts.rates.area_level == "region"].drop_duplicates("area_code")
