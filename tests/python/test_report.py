@@ -165,7 +165,8 @@ def test_every_commune_appears_in_figures_and_table(bundled_warehouse, page):
     figs = figures(page)
     ranking = figs["fig-ranking-13"]
     in_ranking = {y for t in traces(ranking, combo=FULL) for y in t["y"]}
-    in_funnel = {x for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"] for x in t["text"]}
+    in_funnel = {x for t in traces(figs["fig-funnel-13"], combo=FULL, limits="exact") if "funnel_category" in t["meta"]
+                 for x in t["text"]}
     in_map = {row[0] for t in traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview")
               for row in t["customdata"]}
     in_table = {cells[0] for combo, cells in table_rows(page, "comparison-table-13") if combo == FULL}
@@ -222,7 +223,7 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
                                                   "indicator = 'imr' and period_start = 2010 and period_end = 2019")[0]
     assert close(eb, eb_mart) and close(prob, prob_mart)
     assert "RT 1.28 (95% CI 1.08 to 1.52)" in t["hovertext"][i]
-    t, i = point([t for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"]],
+    t, i = point([t for t in traces(figs["fig-funnel-13"], combo=FULL, limits="exact") if "funnel_category" in t["meta"]],
                  "Independencia", "text")
     assert t["meta"]["funnel_category"] == mart["funnel_category"]
     assert close(t["x"][i], mart["live_births"]) and close(t["y"][i], mart["rate_per_1000"])
@@ -234,10 +235,10 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
 
 def test_funnel_limits_are_the_exact_poisson_limits(page):
     funnel = figures(page)["fig-funnel-13"]
-    (line,) = [t for t in traces(funnel, combo=FULL) if "region_rate" in t["meta"]]
+    (line,) = [t for t in traces(funnel, combo=FULL, limits="exact") if "region_rate" in t["meta"]]
     region_rate = line["meta"]["region_rate"]
     for level in (0.95, 0.998):
-        (t,) = traces(funnel, combo=FULL, level=level)
+        (t,) = traces(funnel, combo=FULL, level=level, limits="exact")
         gap = t["x"].index(None)
         births, upper, lower = t["x"][5], t["y"][5], t["y"][gap + 1 + 5]
         lo, hi = funnel_count_limits(region_rate * births / 1000, level)
@@ -332,13 +333,14 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
         warehouse,
         # The figure shows the widest trend window (the full window of the data).
         "select area_level, area_code, slope_log10, apc, trend from marts.fct_trends where indicator = 'imr' "
-        "and region_code = '13' and area_level in ('region', 'commune') "
+        "and region_code = '13' and area_level in ('region', 'commune') and method = (select trend_method from marts.meta_build) "
         "and period_end - period_start = (select max(period_end - period_start) from marts.fct_trends)",
     )}
     rate_traces = traces(fig, kind="rates")
     assert len(rate_traces) == 53 and rate_traces[0]["meta"]["area_code"] == "13"  # the region first
     fits = {t["meta"]["area_code"]: t for t in traces(fig, kind="fit")}
-    expected = {code for (level, code), (slope, _, _) in trends.items() if slope is not None and not math.isnan(slope)}
+    # A line only for a valid fit (a class); a not-estimable or insufficient-data panel has none.
+    expected = {code for (level, code), (_, _, cls) in trends.items() if cls in ("increasing", "decreasing", "stationary")}
     assert set(fits) == expected
     for code, t in fits.items():
         level = "region" if code == "13" else "commune"
@@ -359,6 +361,7 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
 def test_trend_section(bundled_warehouse, page):
     check_trend_figure(bundled_warehouse, page)
     cls, apc = query(bundled_warehouse, "select trend, apc from marts.fct_trends where area_level = 'region' "
+                                        "and method = (select trend_method from marts.meta_build) "
                                         "and area_code = '13' and period_start = 2010 and period_end = 2019 "
                                         "and indicator = 'imr'")[0]
     region = page[page.index('<section class="region-block" data-region="13"'):]
@@ -375,6 +378,7 @@ def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_pa
         # A value no refit would produce, for one commune (Independencia) only.
         con.execute("update marts.fct_trends set intercept_log10 = 12.5 where area_code = '13108'")
         slope = con.execute("select slope_log10 from marts.fct_trends where area_code = '13108' and indicator = 'imr' "
+                            "and method = (select trend_method from marts.meta_build) "
                             "and period_start = 2010 and period_end = 2019").fetchone()[0]
     text = report.write_report(warehouse, tmp_path / "r.html").read_text(encoding="utf-8")
     fits = {t["meta"]["area_code"]: t for t in traces(figures(text)["fig-trends-13-imr"], kind="fit")}
@@ -401,11 +405,12 @@ def test_inequity_section_reads_the_inequity_marts(bundled_warehouse, page):
                  [strat])
     assert quint["x"] == [1, 2, 3, 4, 5] and quint["y"] == pytest.approx([r[1] for r in rows], rel=1e-12)
     assert [y + e for y, e in zip(quint["y"], quint["error_y"]["array"])] == pytest.approx([r[3] for r in rows])
-    # The quintile rates pool their communes' deaths and births (a second computation).
-    members = query(bundled_warehouse, "select quintile, sum(deaths), sum(live_births) from "
-                                       "marts.fct_commune_deprivation where area_code = '13' and indicator = 'imr' "
-                                       "and stratifier = ? and period_start = 2010 and period_end = 2019 and is_ranked "
-                                       "group by quintile order by quintile", [strat])
+    # The quintile rates are their pooled deaths over births (a second computation; since the one
+    # pooling rule, a quintile also counts commune-years without a published rate, so its counts are
+    # its own row's, not the sum of fct_commune_deprivation's published communes).
+    members = query(bundled_warehouse, "select quintile, deaths, live_births from marts.fct_rates_by_quintile "
+                                       "where area_code = '13' and indicator = 'imr' and stratifier = ? and "
+                                       "period_start = 2010 and period_end = 2019 order by quintile", [strat])
     assert quint["y"] == pytest.approx([1000 * d / b for _, d, b in members], rel=1e-12)
     # The gradient is the mart's fitted rate; the RII points are the yearly RII rows; the trend
     # line is 10^(intercept + slope * year) of fct_inequality_trends.
@@ -523,12 +528,14 @@ def test_every_figure_states_its_finding_from_the_marts(bundled_warehouse, page)
     assert above and f"Above the 99.8% limit: {', '.join(above)};" in figure_caption(region, "fig-funnel-13")
     # Trends: the region's class and APC, and how many communes in each class.
     row = query(bundled_warehouse, "select trend, apc, apc_ci95_lower, apc_ci95_upper from marts.fct_trends where "
+                                   "method = (select trend_method from marts.meta_build) and "
                                    "area_level = 'region' and area_code = '13' and indicator = 'imr' and "
                                    "period_start = 2010 and period_end = 2019")[0]
     trends = figure_caption(region, "fig-trends-13-imr")
     apc = fmt_apc(dict(zip(("trend", "apc", "apc_ci95_lower", "apc_ci95_upper"), row)))
     assert f"{trend_label(row[0]).lower()} trend, {apc}" in trends
     counts = dict(query(bundled_warehouse, "select trend, count(*) from marts.fct_trends where area_level = 'commune' "
+                                           "and method = (select trend_method from marts.meta_build) "
                                            "and region_code = '13' and indicator = 'imr' and period_start = 2010 and "
                                            "period_end = 2019 group by trend"))
     for cls, n in counts.items():
@@ -544,7 +551,7 @@ def test_classes_are_told_apart_without_colour(page):
     assert ranking["higher"] == {"triangle-up"} and ranking["lower"] == {"triangle-down"}
     assert ranking["similar"] == {"circle"}
     funnel = {t["meta"]["funnel_category"]: t["marker"]["symbol"]
-              for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"]}
+              for t in traces(figs["fig-funnel-13"], combo=FULL, limits="exact") if "funnel_category" in t["meta"]}
     assert len(set(funnel.values())) == len(funnel) >= 4
     # The trend lines differ by dash, the map's trend classes by hatching.
     dashes = {t["meta"]["trend"]: t["line"]["dash"] for t in traces(figs["fig-trends-13-imr"], kind="fit")}
@@ -626,6 +633,7 @@ def test_country_section_and_region_selector(multi_region):
     fig = figures(text)["fig-trends-CL-imr"]
     assert [t["meta"]["area_code"] for t in traces(fig, kind="rates")] == ["CL", *REGIONS]
     cls = query(warehouse, "select trend from marts.fct_trends where area_level = 'country' and indicator = 'imr' "
+                           "and method = (select trend_method from marts.meta_build) "
                            "and period_start = 2010 and period_end = 2019")[0][0]
     assert trend_label(cls).lower() in fig["layout"]["annotations"][0]["text"]
     # The header states the build's count basis from meta_build, marked when the data are generated.
@@ -835,3 +843,107 @@ def test_screenshots_command(rendered_es, tmp_path):
     for p in paths:
         width, height = png_size(p)
         assert width in (1400, 420) and height >= 300 and p.stat().st_size > 20_000, p
+
+
+# --------------------------------------------------------------------------------------------
+# What the other marts add: methods, segments, screening, adjusted funnel, UN IGME
+# --------------------------------------------------------------------------------------------
+
+
+def test_trend_panels_show_a_class_only_for_a_valid_fit(bundled_warehouse, page):
+    fig = figures(page)["fig-trends-13-imr"]
+    titles = {a["text"].split("</b>")[0][3:]: a for a in fig["layout"]["annotations"]}
+    fits = {t["meta"]["area_code"] for t in traces(fig, kind="fit")}
+    rows = query(bundled_warehouse, "select area_code, area_name, trend, note from marts.fct_trends where area_level = "
+                                    "'commune' and region_code = '13' and indicator = 'imr' and period_start = 2010 "
+                                    "and period_end = 2019 and method = (select trend_method from marts.meta_build)")
+    (min_deaths,) = query(bundled_warehouse, "select json_extract(vars_json, '$.trend_min_deaths')::int "
+                                             "from marts.meta_build")[0]
+    seen = set()
+    for code, name, cls, note in rows:
+        title = titles[name]
+        if cls == "insufficient_data":
+            assert f"insufficient data: &lt; {min_deaths} deaths" in title["text"].replace("<", "&lt;") or \
+                f"insufficient data: < {min_deaths} deaths" in title["text"]
+            assert "APC" not in title["text"].split("<br>")[1] and code not in fits
+        elif cls == "not_estimable":
+            assert "not estimable: no valid fit" in title["text"] and title["hovertext"].startswith(note[:30])
+            assert code not in fits
+        else:
+            assert trend_label(cls).lower() in title["text"] and code in fits
+        seen.add(cls)
+    assert {"insufficient_data", "stationary"} <= seen
+    # The second method's APC beside the headline's, as the mart has it.
+    apc = query(bundled_warehouse, "select apc from marts.fct_trends where area_code = '13' and indicator = 'imr' and "
+                                   "period_start = 2010 and period_end = 2019 and method = 'poisson'")[0][0]
+    region_title = fig["layout"]["annotations"][0]["text"]
+    assert f"Poisson regression: APC {fmt(apc, 1, signed=True)}%" in region_title
+
+
+def test_joinpoints_are_the_segments_mart(bundled_warehouse, page):
+    fig = figures(page)["fig-trends-CL-imr"]
+    drawn = sorted((s["name"].split()[1], s["x0"]) for s in fig["layout"].get("shapes", []))
+    expected = sorted((code, start) for code, start in query(
+        bundled_warehouse, "select area_code, segment_start from marts.fct_trend_segments where area_level in "
+                           "('country', 'region') and indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                           "and segment > 1"))
+    assert drawn == expected and expected  # the bundled build has regions with a joinpoint
+
+
+def test_method_name_interval_level_and_cut_off_come_from_the_build(bundled_warehouse, tmp_path):
+    """The report writes no method name, interval level or exceedance cut-off of its own."""
+    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("update marts.meta_build set trend_method_label = 'Test-Method', trend_ci_level = 0.9, "
+                    "vars_json = json_merge_patch(vars_json, '{\"exceedance_probability_threshold\": 0.6}')")
+    text = report.write_report(warehouse, tmp_path / "r.html", "en").read_text(encoding="utf-8")
+    assert "Trends by commune (Test-Method)" in text and "Prais-Winsten" not in visible_text(text)
+    assert "(90% CI " in text and "(95% CI −" not in text.split("Trends by commune")[0].split("region-block")[-1]
+    fig = figures(text)["fig-map-13"]
+    option = next(o for o in fig["layout"]["meta"]["options"] if o["measure"] == "exceedance" and o["combo"] == FULL)
+    above = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_smoothed_rates where "
+                                                    "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                                    "and prob_exceeds_region > 0.6 and region_code = '13'")}
+    assert set(option["significant"]) == above
+    assert "a probability of exceeding above 0.60" in text
+
+
+def test_screening_lists_the_worst_first(bundled_warehouse, page):
+    region = page[page.index('<section class="region-block" data-region="13"'):]
+    listed = re.findall(r"<li><b>([^<]+)</b> \((\d+)\): ([^<]*)</li>", region[region.index('class="screening"'):]
+                        .split("</ul>")[0])
+    rows = query(bundled_warehouse, "select screening_category, list(commune_name order by commune_name) from "
+                                    "marts.fct_commune_screening where is_headline_method and region_code = '13' and "
+                                    "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                    "group by screening_category, screening_order order by screening_order")
+    assert [(label, int(n), names) for label, n, names in listed] == [
+        (t(f"screening.{cat}"), len(names), ", ".join(names)) for cat, names in rows]
+
+
+def test_funnel_offers_the_over_dispersion_adjusted_limits(bundled_warehouse, page):
+    funnel = figures(page)["fig-funnel-13"]
+    (t95,) = traces(funnel, combo=FULL, level=0.95, limits="adjusted")
+    upper = query(bundled_warehouse, "select adjusted_upper_95_per_1000 from marts.fct_funnel_limits where "
+                                     "region_code = '13' and indicator = 'imr' and period_start = 2010 and "
+                                     "period_end = 2019 order by grid_point")
+    assert t95["y"][:len(upper)] == pytest.approx([u for (u,) in upper], rel=1e-12)
+    cats = {t["meta"]["funnel_category"]: set(t["text"]) for t in traces(funnel, combo=FULL, limits="adjusted")
+            if "funnel_category" in t["meta"]}
+    mart = {}
+    for name, cat in query(bundled_warehouse, "select commune_name, funnel_category_adjusted from "
+                                              "marts.fct_commune_vs_region where region_code = '13' and indicator = "
+                                              "'imr' and period_start = 2010 and period_end = 2019"):
+        mart.setdefault(cat, set()).add(name)
+    assert cats == mart
+    labels = [o["label"] for o in funnel["layout"]["meta"]["menu"]]
+    assert "IMR · 2010-2019 · adjusted for over-dispersion" in labels
+
+
+def test_country_against_un_igme(bundled_warehouse, page):
+    fig = figures(page)["fig-benchmarks-CL"]
+    (country,) = traces(fig, kind="country")
+    rows = query(bundled_warehouse, "select year, country_rate_per_1000 from marts.fct_external_benchmarks where "
+                                    "indicator = 'imr' and unavailable_reason is null order by year")
+    assert country["x"] == [y for y, _ in rows] and country["y"] == pytest.approx([r for _, r in rows], rel=1e-12)
+    table = embedded(page)["data-fig-benchmarks-CL"]["rows"]
+    assert len(table) == len(rows) and table[0][1][0] == str(rows[0][0])

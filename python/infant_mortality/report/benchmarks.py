@@ -21,10 +21,12 @@ def benchmark_figure(rows: pd.DataFrame, indicator: str) -> dict:
     diamonds), the 2015 round's 90% band (shaded)."""
     years = [int(y) for y in rows["year"]]
     rate = rows["country_rate_per_1000"].astype(float)
+    band = rows.dropna(subset=["igme_2015_round_lower_90", "igme_2015_round_upper_90"])  # the 2015 round's years
+    band_years = [int(y) for y in band["year"]]
     data = [
-        dict(type="scatter", x=years + years[::-1],
-             y=nums(rows["igme_2015_round_upper_90"]) + nums(rows["igme_2015_round_lower_90"][::-1]),
-             fill="toself", fillcolor="rgba(0,114,178,0.15)", line=dict(width=0), hoverinfo="skip",
+        dict(type="scatter", x=band_years + band_years[::-1],
+             y=nums(band["igme_2015_round_upper_90"]) + nums(band["igme_2015_round_lower_90"][::-1]),
+             mode="lines", fill="toself", fillcolor="rgba(0,114,178,0.15)", line=dict(width=0), hoverinfo="skip",
              name=t("bench.trace.band"), meta=dict(figure="benchmarks", kind="band")),
         dict(type="scatter", x=years, y=nums(rows["igme_rate_per_1000"]), mode="lines+markers",
              line=dict(color=IGME_COLOUR, width=2, dash="dash"), marker=dict(symbol="diamond", size=8),

@@ -59,7 +59,8 @@ def _trend_title(name: str, trend: dict | None, other: dict | None, joinpoints: 
         detail = f"{trend_label(cls).lower()}: {t('trend.reason.insufficient_data', n=min_deaths)}"
     else:
         detail = f"{trend_label(cls).lower()}: {t('trend.reason.not_estimable')}"
-    lines = [head, f"<span style='color:{TREND_COLOURS.get(cls, '#555')};font-size:11px'>{detail}</span>"]
+    colour = TREND_COLOURS.get(cls, "#555") if trend_has_class(trend) else "#555"  # readable, not a class colour
+    lines = [head, f"<span style='color:{colour};font-size:11px'>{detail}</span>"]
     if trend_has_class(other):
         agree = "" if trend.get("classes_agree") is not False else t("trends.disagree")
         lines.append(f"<span style='font-size:10px'>{t('trends.other', method=method_label(other['method'], other['method_label']), apc=fmt_apc_short(other.get('apc')))}{agree}</span>")
