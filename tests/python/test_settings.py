@@ -94,6 +94,9 @@ INJECTED = "x'); COPY (select 42 as pwned) TO '{target}' (format csv); --"
 CASES = {
     # name: (vars, expected message parts)
     "bad_enum": ({"trend_method": "prias"}, ["dbt var trend_method must be one of prais_winsten, poisson", "'prias'"]),
+    # A trend class must agree with the interval beside it: the two levels go together.
+    "mismatched_trend_levels": ({"trend_ci_level": 0.9},
+                                ["dbt var trend_ci_level (0.9) must be 1 - trend_p_threshold (0.05)"]),
     "bad_number": ({"comparison_alpha": 1.5}, ["dbt var comparison_alpha must be a number > 0 and < 1", "1.5"]),
     "unknown_var": ({"scope_year_strat": 2015},
                     ["dbt var scope_year_strat is not a setting of this project (did you mean scope_year_start?)"]),

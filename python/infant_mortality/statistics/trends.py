@@ -18,7 +18,9 @@ Two entry points:
 
 Rules of the shell:
 
-* y_t = log10(rate_t) regressed on year by the fitter, on the usable years of the window.
+* y_t = log10(rate_t) regressed on year by the fitter, on the usable years of the window; a
+  fitter of counts (``data = "counts"``) gets the deaths and births of every year with births,
+  zero-death years included.
 * APC = (10^b1 - 1) * 100, interval (10^(b1 -+ c se) - 1) * 100 with c = t(1 - a/2, df),
   df = the fitter's residual degrees of freedom; ``ci_critical="normal"`` uses the normal
   quantile (1.96) instead. The fitted log10 rate at year t is intercept_log10 + slope_log10 * t
@@ -362,9 +364,10 @@ def fit_series_trends(
             crit = stats.t.ppf(1.0 - alpha / 2.0, np.where(df > 0, df, np.nan))
         else:
             crit = np.full(n_sid, stats.norm.ppf(1.0 - alpha / 2.0))
-        apc = (10.0 ** slope - 1.0) * 100.0
-        lower = (10.0 ** (slope - crit * se) - 1.0) * 100.0
-        upper = (10.0 ** (slope + crit * se) - 1.0) * 100.0
+        # (10^b - 1) 100 as expm1(b ln 10) 100: exact near b = 0, where 10^b - 1 rounds a
+        # slope of 1e-17 to an APC of exactly 0 (the wrong sign for it).
+        apc, lower, upper = (np.expm1(b * np.log(10.0)) * 100.0
+                             for b in (slope, slope - crit * se, slope + crit * se))
     significant = p_value < p_threshold
     trend = np.where(significant & (slope > 0), "increasing",
                      np.where(significant & (slope < 0), "decreasing", "stationary"))
