@@ -1,7 +1,7 @@
 """Between-commune inequality per region and the country, year and analysis period, on the crude
 rates (HEAT's BGV and index of disparity) and net of Poisson noise (the true-rate variance of the
 Poisson-gamma model, with a parametric bootstrap interval and its trend over the years); docs/methods.md
-section 10. The rules are `infant_mortality.statistics.geographic_inequality` (tested with pytest);
+section 11. The rules are `infant_mortality.statistics.geographic_inequality` (tested with pytest);
 replicates (var `inequality_bootstrap_replicates`) and the trend settings come through the YAML
 `config:`. Communes enter over the years their rate is published (fct_area_year_rates; pooled
 over a period as in fct_area_period_rates), with births > 0."""

@@ -111,6 +111,22 @@ def test_category_changes_exactly_at_the_drawn_limits():
     np.testing.assert_allclose(adjusted_funnel_rate_limits(rate, births, 0.0)[0.95][1], exact_upper)
 
 
+def test_adjusted_limits_never_flag_what_the_exact_limits_do_not():
+    rng = np.random.default_rng(44)
+    expected = rng.uniform(0.5, 80, 2000)
+    observed = rng.poisson(expected * rng.gamma(4, 0.25, expected.size))
+    exact = funnel_category(observed, expected)
+    adjusted = adjusted_funnel_category(observed, expected, 0.01)
+    assert ((adjusted == "within") | (exact != "within")).all()
+    assert (adjusted[exact == "within"] == "within").all()
+    assert ((adjusted != "within") & (exact != "within")).any()  # tau^2 still leaves some outside
+    # No death where 2 were expected: within the exact 95% limits (upper 3.69 > 2), so within
+    # the adjusted ones too, though the square-root normal limit alone would call it low.
+    assert funnel_category(0, 2.0) == "within"
+    assert adjusted_ratio_limits(2.0, 0.001, 0.95)[0] > 0
+    assert adjusted_funnel_category(0, 2.0, 0.001) == "within"
+
+
 def test_bad_counts_are_refused_with_their_positions():
     with pytest.raises(ValueError, match=r"positions \[1\]"):
         dispersion([3, 4], [2.0, 0.0])

@@ -65,6 +65,21 @@ def test_missing_covariates_name_the_commune():
         nearest_peers(frame, 2)
 
 
+def test_warehouse_covariates_are_the_files_values(bundled_warehouse):
+    """Independencia's three covariates straight from the poverty file and the commune seed."""
+    raw = dict(query(bundled_warehouse, "select dimension, cast(tasa as double) from "
+                     "read_csv('data/raw/covariates/poverty_2022_communes.csv', all_varchar = true) "
+                     "where cast(codigo_comuna as integer) = 13108"))
+    ((population,),) = query(bundled_warehouse, "select poblacion_estimada from read_csv('seeds/communes_chile.csv', "
+                             "all_varchar = true) where codigo_comuna = '13108'")
+    ((income, multidimensional, log_population, complete),) = query(
+        bundled_warehouse, "select " + ", ".join(COVARIATES) + ", has_all_covariates "
+        "from intermediate.int_commune_peer_covariates where commune_code = '13108'")
+    assert (income, multidimensional) == (raw["ingresos"], raw["multidimensional"])
+    assert log_population == pytest.approx(math.log10(int(population)), rel=1e-12)
+    assert complete
+
+
 def test_warehouse_peers_of_independencia_and_its_rate_ratio(bundled_warehouse):
     rows = query(bundled_warehouse, "select commune_code, " + ", ".join(COVARIATES)
                  + " from intermediate.int_commune_peer_covariates where has_all_covariates order by 1")

@@ -11,7 +11,8 @@ nearly constant variance:
 The z-scores are winsorised (those beyond the `trim` and 1 - `trim` quantiles set to those
 quantiles), phi = mean(z_w^2) estimates the dispersion, and the additive random-effects variance
 is tau^2 = max(0, (n phi - (n - 1)) / (sum w - sum w^2 / sum w)) with w_i = 1 / s_i^2. The
-adjusted limits at expected count E are (1 +/- z_p sqrt(s^2 + tau^2))^2 on the ratio scale.
+adjusted limits at expected count E are (1 +/- z_p sqrt(s^2 + tau^2))^2 on the ratio scale, never
+inside the exact Poisson limits (see `adjusted_funnel_category`).
 
 When phi <= 1 there is no over-dispersion to allow for: tau^2 is reported as 0 and the adjusted
 limits and categories are the exact Poisson ones of `poisson.py` (FunnelPlotR then draws its
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from infant_mortality.statistics.poisson import FUNNEL_LEVELS, funnel_category, funnel_count_limits
+from infant_mortality.statistics.poisson import FUNNEL_LEVELS, funnel_category, funnel_count_limits, poisson_ci
 
 DEFAULT_TRIM = 0.1
 
@@ -97,34 +98,42 @@ def adjusted_ratio_limits(expected, tau2, level: float):
 def adjusted_funnel_category(observed, expected, tau2):
     """`funnel_category` against the over-dispersion-adjusted limits: `above_99_8` / `below_99_8`
     outside the 99.8% limits, `above_95` / `below_95` outside the 95% ones only, else `within`.
-    Where tau^2 = 0 (phi <= 1) it is the exact Poisson `funnel_category`. Vectorised over all
-    three arguments (tau^2 is one value per region)."""
+
+    A count is outside an adjusted limit only if it is also outside the exact Poisson one: the
+    between-area variance can only widen the limits, but the normal approximation on the
+    square-root scale is narrower than the exact limits at small expected counts (a commune
+    expecting 2 deaths that had none is within the exact 95% limits and below the normal ones).
+    Where tau^2 = 0 (phi <= 1) it is the exact `funnel_category`. Vectorised over all three
+    arguments (tau^2 is one value per region)."""
     o, e, tau2 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (observed, expected, tau2)))
     ratio = o / e
     category = np.full(ratio.shape, "within", dtype=object)
     for level, label in zip(FUNNEL_LEVELS, ("95", "99_8")):
         lower, upper = adjusted_ratio_limits(e, tau2, level)
-        category = np.where(ratio > upper, f"above_{label}", category)
-        category = np.where(ratio < lower, f"below_{label}", category)
+        exact_lower, exact_upper = poisson_ci(o, level)
+        category = np.where((ratio > upper) & (exact_lower > e), f"above_{label}", category)
+        category = np.where((ratio < lower) & (exact_upper < e), f"below_{label}", category)
     category = np.where(tau2 == 0, np.asarray(funnel_category(o, e), dtype=object), category)
     return category[()] if np.ndim(category) == 0 else category
 
 
 def adjusted_funnel_rate_limits(rate_per_1000: float, grid, tau2: float, levels=FUNNEL_LEVELS) -> dict:
     """The adjusted control limits as rates per 1000 around an area's rate at each live-birth
-    count of `grid`: {level: (lower rates, upper rates)}. With tau^2 = 0 these are the exact
-    Poisson limits of `funnel_count_limits`; a commune drawn outside a limit at its own births
-    is in the matching `adjusted_funnel_category`."""
+    count of `grid`: {level: (lower rates, upper rates)}, each the wider of the exact Poisson
+    limit (`funnel_count_limits`) and the random-effects one, as `adjusted_funnel_category`
+    decides; the exact limits where tau^2 = 0. A commune drawn outside a limit at its own
+    births is in the matching `adjusted_funnel_category`."""
     grid = np.asarray(grid, dtype=float)
     expected = rate_per_1000 * grid / 1000.0
     limits = {}
     for level in levels:
+        exact_lower, exact_upper = (1000 * limit / grid for limit in funnel_count_limits(expected, level))
         if tau2 == 0:
-            lower, upper = funnel_count_limits(expected, level)
-            limits[level] = (1000 * lower / grid, 1000 * upper / grid)
+            limits[level] = (exact_lower, exact_upper)
         else:
             lower, upper = adjusted_ratio_limits(expected, tau2, level)
-            limits[level] = (rate_per_1000 * lower, rate_per_1000 * upper)
+            limits[level] = (np.minimum(exact_lower, rate_per_1000 * lower),
+                             np.maximum(exact_upper, rate_per_1000 * upper))
     return limits
 
 
