@@ -103,8 +103,9 @@ def test_every_stratifier_covering_an_area_adds_up_to_it(bundled_warehouse):
         from quintiles
         inner join covering using (area_level, area_code, indicator, period_start, period_end, stratifier)
         left join areas using (area_level, area_code, indicator, period_start, period_end)""")
-    # 16 regions x 2 national stratifiers + the RM's 2 RM-only ones, 13 periods each, minus
-    # region 12 and the country by the 2022 stratifiers (Antártica: births, no value): 416.
+    # 13 periods x (16 regions and the country x 2 national stratifiers + the RM x 2 RM-only
+    # ones) = 468 groups, minus region 12 and the country by the 2022 stratifiers (Antártica
+    # has births but no value): 416.
     assert rows == [(416, 0)]
 
 

@@ -71,7 +71,7 @@ member_years as (
     inner join area_years
         on commune_years.indicator = area_years.indicator
         and commune_years.year = area_years.year
-        and (area_years.area_code = commune_years.region_code or area_years.area_level = 'country')
+        and (commune_years.region_code = area_years.area_code or area_years.area_level = 'country')
 ),
 
 {% set counted = 'member_years.in_area_count and ' %}
