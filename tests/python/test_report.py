@@ -894,7 +894,7 @@ def test_method_name_interval_level_and_cut_off_come_from_the_build(bundled_ware
     warehouse = copy_warehouse(bundled_warehouse, tmp_path)
     with duckdb.connect(str(warehouse)) as con:
         con.execute("update marts.meta_build set trend_method_label = 'Test-Method', trend_ci_level = 0.9, "
-                    "vars_json = json_merge_patch(vars_json, '{\"exceedance_probability_threshold\": 0.6}')")
+                    "exceedance_probability_threshold = 0.6")
     text = report.write_report(warehouse, tmp_path / "r.html", "en").read_text(encoding="utf-8")
     assert "Trends by commune (Test-Method)" in text and "Prais-Winsten" not in visible_text(text)
     assert "(90% CI " in text and "(95% CI −" not in text.split("Trends by commune")[0].split("region-block")[-1]

@@ -21,7 +21,7 @@ REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_ar
 
 # The dbt vars the report states (their values are the build's, from meta_build.vars_json).
 THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float,
-                  "trend_min_deaths": int, "exceedance_probability_threshold": float}
+                  "trend_min_deaths": int}
 
 
 class ReportError(RuntimeError):
@@ -135,12 +135,15 @@ def _settings(meta: pd.DataFrame) -> Settings:
     row = meta.iloc[0].to_dict()
     values = json.loads(row.get("vars_json") or "{}")
     missing = [k for k in THRESHOLD_VARS if values.get(k) is None]
-    if missing or not row.get("trend_method"):
-        raise ReportError(f"marts.meta_build has no {', '.join(missing or ['trend_method'])}: the warehouse was "
+    missing += [c for c in ("trend_method", "exceedance_probability_threshold") if row.get(c) is None]
+    if missing:
+        raise ReportError(f"marts.meta_build has no {', '.join(missing)}: the warehouse was "
                           "built by an older version; rebuild it with `make warehouse`.")
     thresholds = {k: cast(values[k]) for k, cast in THRESHOLD_VARS.items()}
     return Settings(**thresholds, trend_method=row["trend_method"], trend_method_label=row["trend_method_label"],
-                    trend_ci_level=float(row["trend_ci_level"]), count_basis=row.get("count_basis"),
+                    trend_ci_level=float(row["trend_ci_level"]),
+                    exceedance_probability_threshold=float(row["exceedance_probability_threshold"]),
+                    count_basis=row.get("count_basis"),
                     built_at=str(row.get("built_at") or "") or None, git_commit=row.get("git_commit") or None)
 
 
