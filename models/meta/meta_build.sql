@@ -64,6 +64,7 @@ select
     headline_trend.trend_method,
     headline_trend.trend_method_label,
     cast({{ number_var('trend_ci_level') }} as double) as trend_ci_level,
+    cast({{ number_var('exceedance_probability_threshold') }} as double) as exceedance_probability_threshold,
     {{ sql_string(tojson(values, sort_keys=true)) }} as vars_json,
     cast(input_files.input_files_json as varchar) as input_files_json
 from scope

@@ -29,14 +29,20 @@ from infant_mortality import report
 from infant_mortality.tools.generate_deis import Options, generate
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
-from infant_mortality.report.browser import Browser, page_url
-from infant_mortality.report.common import TREND_LABELS, fmt
+from infant_mortality.report.browser import Browser, find_axe, page_url
+from infant_mortality.report.common import fmt, fmt_apc, trend_label
+from infant_mortality.report.i18n import MESSAGES, t, use_language
 from infant_mortality.report.ranking import RANKING_CUSTOMDATA
+from infant_mortality.report.tables import COMPARISON_COLUMNS
 
 FULL = "imr|2010|2019"
 CHROMIUM = report.find_chromium()
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium); CI installs it"
+)
+AXE = find_axe()
+needs_axe = pytest.mark.skipif(
+    AXE is None, reason="axe-core not installed (npm install --prefix .cache/npm axe-core@4.14.1); CI installs it"
 )
 
 
@@ -113,16 +119,38 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def rendered(bundled_warehouse, tmp_path_factory) -> Path:
-    """The report of the bundled build, written through the command-line entry point."""
+def rendered_es(bundled_warehouse, tmp_path_factory) -> Path:
+    """The report of the bundled build as a user gets it (Spanish, the default), through the
+    command-line entry point."""
     out = tmp_path_factory.mktemp("report") / "report.html"
     assert report.main(["--warehouse", str(bundled_warehouse), "--output", str(out)]) == 0
     return out
 
 
 @pytest.fixture(scope="module")
+def rendered(bundled_warehouse, tmp_path_factory) -> Path:
+    """The same report in English (`--lang en`): the content tests read its texts."""
+    out = tmp_path_factory.mktemp("report_en") / "report.html"
+    assert report.main(["--warehouse", str(bundled_warehouse), "--output", str(out), "--lang", "en"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
 def page(rendered) -> str:
     return rendered.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def page_es(rendered_es) -> str:
+    return rendered_es.read_text(encoding="utf-8")
+
+
+@pytest.fixture(autouse=True)
+def english():
+    """Numbers and texts the tests expect are formatted in English unless a test says otherwise."""
+    use_language("en")
+    yield
+    use_language("en")
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,7 +164,8 @@ def test_every_commune_appears_in_figures_and_table(bundled_warehouse, page):
     figs = figures(page)
     ranking = figs["fig-ranking-13"]
     in_ranking = {y for t in traces(ranking, combo=FULL) for y in t["y"]}
-    in_funnel = {x for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"] for x in t["text"]}
+    in_funnel = {x for t in traces(figs["fig-funnel-13"], combo=FULL, limits="exact") if "funnel_category" in t["meta"]
+                 for x in t["text"]}
     in_map = {row[0] for t in traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview")
               for row in t["customdata"]}
     in_table = {cells[0] for combo, cells in table_rows(page, "comparison-table-13") if combo == FULL}
@@ -193,7 +222,7 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
                                                   "indicator = 'imr' and period_start = 2010 and period_end = 2019")[0]
     assert close(eb, eb_mart) and close(prob, prob_mart)
     assert "RT 1.28 (95% CI 1.08 to 1.52)" in t["hovertext"][i]
-    t, i = point([t for t in traces(figs["fig-funnel-13"], combo=FULL) if "funnel_category" in t["meta"]],
+    t, i = point([t for t in traces(figs["fig-funnel-13"], combo=FULL, limits="exact") if "funnel_category" in t["meta"]],
                  "Independencia", "text")
     assert t["meta"]["funnel_category"] == mart["funnel_category"]
     assert close(t["x"][i], mart["live_births"]) and close(t["y"][i], mart["rate_per_1000"])
@@ -205,10 +234,10 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
 
 def test_funnel_limits_are_the_exact_poisson_limits(page):
     funnel = figures(page)["fig-funnel-13"]
-    (line,) = [t for t in traces(funnel, combo=FULL) if "region_rate" in t["meta"]]
+    (line,) = [t for t in traces(funnel, combo=FULL, limits="exact") if "region_rate" in t["meta"]]
     region_rate = line["meta"]["region_rate"]
     for level in (0.95, 0.998):
-        (t,) = traces(funnel, combo=FULL, level=level)
+        (t,) = traces(funnel, combo=FULL, level=level, limits="exact")
         gap = t["x"].index(None)
         births, upper, lower = t["x"][5], t["y"][5], t["y"][gap + 1 + 5]
         lo, hi = funnel_count_limits(region_rate * births / 1000, level)
@@ -250,7 +279,7 @@ def test_map_is_a_choropleth_that_keeps_every_commune_in_frame(bundled_warehouse
     assert options[("rate_ratio", FULL)] == options[("crude", FULL)] == sig and len(sig) == 13
     assert options[("exceedance", FULL)] == exceeds
     # The default option is drawn: a commune's outline and fill as the first option says.
-    first = layout["updatemenus"][0]["buttons"][0]["args"][0]
+    first = layout["meta"]["menu"][0]["args"][0]
     outlined = {t["meta"]["commune_code"] for t in polygons if t["line"]["width"] > 1}
     names = dict(query(bundled_warehouse, "select commune_code, commune_name from marts.dim_commune"))
     assert {names[c] for c in outlined} == sig
@@ -263,8 +292,8 @@ def test_headline_counts_thresholds_and_data_quality(bundled_warehouse, page):
                                          "from marts.fct_commune_vs_region where period_start = 2010 and period_end = 2019 "
                                          "and region_code = '13' and indicator = 'imr'")[0]
     assert f"<b>{hi}</b> of {n} communes significantly" in page
-    assert f"<b>{lo}</b> significantly <span class='lower'>lower</span>" in page
-    for term in ("TMI", "TMN", "TMNP", "TMIT", "RT, razón de tasas", "RAP, riesgo atribuible", "RAP%"):
+    assert f"<b>{lo}</b> significantly <span class='lower'>▼ lower</span>" in page
+    for term in ("IMR", "NMR", "ENMR", "PNMR", "RT, rate ratio", "RAP, excess rate", "RAP%"):
         assert term in page
     # Thresholds as the build used them (the defaults of dbt_project.yml for this build).
     assert "fewer than 20 deaths (CDC/NCHS convention)" in page and "mid-p &lt; 0.05" in page
@@ -303,14 +332,14 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
         warehouse,
         # The figure shows the widest trend window (the full window of the data).
         "select area_level, area_code, slope_log10, apc, trend from marts.fct_trends where indicator = 'imr' "
-        "and region_code = '13' and area_level in ('region', 'commune') "
-        "and method = (select trend_method from marts.meta_build) "
+        "and region_code = '13' and area_level in ('region', 'commune') and method = (select trend_method from marts.meta_build) "
         "and period_end - period_start = (select max(period_end - period_start) from marts.fct_trends)",
     )}
     rate_traces = traces(fig, kind="rates")
     assert len(rate_traces) == 53 and rate_traces[0]["meta"]["area_code"] == "13"  # the region first
     fits = {t["meta"]["area_code"]: t for t in traces(fig, kind="fit")}
-    expected = {code for (level, code), (slope, _, _) in trends.items() if slope is not None and not math.isnan(slope)}
+    # A line only for a valid fit (a class); a not-estimable or insufficient-data panel has none.
+    expected = {code for (level, code), (_, _, cls) in trends.items() if cls in ("increasing", "decreasing", "stationary")}
     assert set(fits) == expected
     for code, t in fits.items():
         level = "region" if code == "13" else "commune"
@@ -323,7 +352,7 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
     titles = [a["text"] for a in fig["layout"]["annotations"]]
     slope, apc, cls = trends[("commune", "13108")]
     title = next(t for t in titles if "Independencia" in t)
-    assert TREND_LABELS[cls].lower() in title and f"APC {fmt(apc, 1, signed=True)}%" in title
+    assert trend_label(cls).lower() in title and f"APC {fmt(apc, 1, signed=True)}%" in title
     # report.js lays the panels out: one per series.
     assert fig["layout"]["meta"]["grid"]["n"] == 53
 
@@ -331,9 +360,9 @@ def check_trend_figure(warehouse: Path, page: str) -> None:
 def test_trend_section(bundled_warehouse, page):
     check_trend_figure(bundled_warehouse, page)
     cls, apc = query(bundled_warehouse, "select trend, apc from marts.fct_trends where area_level = 'region' "
+                                        "and method = (select trend_method from marts.meta_build) "
                                         "and area_code = '13' and period_start = 2010 and period_end = 2019 "
-                                        "and indicator = 'imr' "
-                                        "and method = (select trend_method from marts.meta_build)")[0]
+                                        "and indicator = 'imr'")[0]
     region = page[page.index('<section class="region-block" data-region="13"'):]
     headline = region[region.index('<div class="headline">'):]
     headline = headline[:headline.index("</div>")]
@@ -348,8 +377,8 @@ def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_pa
         # A value no refit would produce, for one commune (Independencia) only.
         con.execute("update marts.fct_trends set intercept_log10 = 12.5 where area_code = '13108'")
         slope = con.execute("select slope_log10 from marts.fct_trends where area_code = '13108' and indicator = 'imr' "
-                            "and period_start = 2010 and period_end = 2019 "
-                            "and method = (select trend_method from marts.meta_build)").fetchone()[0]
+                            "and method = (select trend_method from marts.meta_build) "
+                            "and period_start = 2010 and period_end = 2019").fetchone()[0]
     text = report.write_report(warehouse, tmp_path / "r.html").read_text(encoding="utf-8")
     fits = {t["meta"]["area_code"]: t for t in traces(figures(text)["fig-trends-13-imr"], kind="fit")}
     t = fits["13108"]
@@ -375,11 +404,12 @@ def test_inequity_section_reads_the_inequity_marts(bundled_warehouse, page):
                  [strat])
     assert quint["x"] == [1, 2, 3, 4, 5] and quint["y"] == pytest.approx([r[1] for r in rows], rel=1e-12)
     assert [y + e for y, e in zip(quint["y"], quint["error_y"]["array"])] == pytest.approx([r[3] for r in rows])
-    # The quintile rates pool their communes' deaths and births (a second computation).
-    members = query(bundled_warehouse, "select quintile, sum(deaths), sum(live_births) from "
-                                       "marts.fct_commune_deprivation where area_code = '13' and indicator = 'imr' "
-                                       "and stratifier = ? and period_start = 2010 and period_end = 2019 and is_ranked "
-                                       "group by quintile order by quintile", [strat])
+    # The quintile rates are their pooled deaths over births (a second computation; since the one
+    # pooling rule, a quintile also counts commune-years without a published rate, so its counts are
+    # its own row's, not the sum of fct_commune_deprivation's published communes).
+    members = query(bundled_warehouse, "select quintile, deaths, live_births from marts.fct_rates_by_quintile "
+                                       "where area_code = '13' and indicator = 'imr' and stratifier = ? and "
+                                       "period_start = 2010 and period_end = 2019 order by quintile", [strat])
     assert quint["y"] == pytest.approx([1000 * d / b for _, d, b in members], rel=1e-12)
     # The gradient is the mart's fitted rate; the RII points are the yearly RII rows; the trend
     # line is 10^(intercept + slope * year) of fct_inequality_trends.
@@ -402,6 +432,132 @@ def test_inequity_section_reads_the_inequity_marts(bundled_warehouse, page):
     table = page[page.index('id="inequality-13"'):]
     table = table[:table.index("</table>")]
     assert f"{fmt(est)} ({fmt(lo)} to {fmt(hi)})" in table and "Income poverty 2013" in table
+
+
+# --------------------------------------------------------------------------------------------
+# Languages, text alternatives, classes told apart without colour
+# --------------------------------------------------------------------------------------------
+
+
+def visible_text(page: str) -> str:
+    """The page's text as a reader sees it: no scripts, styles, tags, code names."""
+    body = re.sub(r"<(script|style|code)\b.*?</\1>", " ", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_catalogue_has_both_languages_with_the_same_placeholders():
+    """Every message exists in Spanish and English, with the same {fields}: the languages cannot drift."""
+    fields = re.compile(r"(?<!\{)\{(\w+)\}(?!\})")
+    for key, (es, en) in MESSAGES.items():
+        assert es and en, key
+        assert sorted(fields.findall(es)) == sorted(fields.findall(en)), key
+
+
+@pytest.mark.parametrize("lang, value, expected", [
+    ("es", 7.4449, "7,44"), ("en", 7.4449, "7.44"),
+    ("es", 250643, "250.643"), ("en", 250643, "250,643"),
+])
+def test_numbers_follow_the_language(lang, value, expected):
+    use_language(lang)
+    assert fmt(value, 0 if value > 1000 else 2, thousands=value > 1000) == expected
+
+
+def test_a_change_that_rounds_to_zero_has_no_sign():
+    """`APC -0.0%` was printed for an APC of -0.04: a value that rounds to zero is written 0.0."""
+    assert fmt(-0.04, 1, signed=True) == "0.0" and fmt(-0.06, 1, signed=True) == "−0.1"
+    assert fmt_apc({"apc": -0.04, "apc_ci95_lower": -1.2, "apc_ci95_upper": 1.1}) == "APC 0.0% (95% CI −1.2; +1.1)"
+    use_language("es")
+    assert fmt(-0.04, 1, signed=True) == "0,0"
+
+
+def test_spanish_is_the_default_and_english_is_asked_for(bundled_warehouse, page_es, page):
+    assert '<html lang="es">' in page_es and '<html lang="en">' in page
+    # The indicator names are the mart's, in each language.
+    name_es, name_en, abbr_es, abbr_en = query(bundled_warehouse, "select name_es, name_en, abbreviation_es, "
+                                                                  "abbreviation_en from marts.dim_indicator "
+                                                                  "where indicator = 'imr'")[0]
+    assert f"{abbr_es}, tasa de {name_es}" in page_es and f"{abbr_en}, {name_en} rate" in page
+    # The region's pooled rate, as the mart has it, with a decimal comma in Spanish.
+    rate, deaths = query(bundled_warehouse, "select rate_per_1000, deaths from marts.fct_area_period_rates where "
+                                            "area_level = 'region' and area_code = '13' and indicator = 'imr' "
+                                            "and period_start = 2010 and period_end = 2019")[0]
+    use_language("es")
+    assert f"región <b>{fmt(rate)}</b> por 1.000 nacidos vivos" in page_es and "," in fmt(rate)
+    assert f"{fmt(deaths, 0, thousands=True)} defunciones" in page_es
+    # plotly formats the hover numbers and axes with the page's separators.
+    assert figures(page_es)["fig-ranking-13"]["layout"]["separators"] == ",."
+    assert figures(page)["fig-ranking-13"]["layout"]["separators"] == ".,"
+    # No English phrase of the interface is left in the Spanish page (the marts' own notes aside).
+    text = visible_text(page_es)
+    for english in ("Ranking of communes", "Funnel plot", "per 1000 live births", "Significantly", "Trend",
+                    "Data quality", "Definitions", "Region:", "not estimable", "Show:", "In short"):
+        assert english not in text, english
+    for spanish in ("Ranking de comunas", "Gráfico de embudo", "Calidad de los datos", "Definiciones",
+                    "En síntesis"):
+        assert spanish in text
+
+
+def figure_caption(page: str, fig_id: str) -> str:
+    found = re.search(rf'<figcaption class="finding" id="{fig_id}-finding">(.*?)</figcaption>', page, re.S)
+    assert found, fig_id
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
+
+
+def test_every_figure_states_its_finding_from_the_marts(bundled_warehouse, page):
+    region = page[page.index('<section class="region-block" data-region="13"'):]
+    region = region[:region.index("</section>")]
+    for fig_id in re.findall(r'<div class="figure" id="([^"]+)"', region):
+        assert f'aria-labelledby="{fig_id}-finding"' in region, fig_id
+        assert len(figure_caption(region, fig_id)) > 60, fig_id
+    # Ranking: the region's rate and the three highest communes by the mart's rank.
+    top = query(bundled_warehouse, "select commune_name, rate_per_1000 from marts.fct_commune_vs_region where "
+                                   "region_code = '13' and indicator = 'imr' and period_start = 2010 and "
+                                   "period_end = 2019 order by rank_in_region limit 3")
+    ranking = figure_caption(region, "fig-ranking-13")
+    assert "Highest rates: " + ", ".join(f"{n} ({fmt(r)})" for n, r in top) in ranking
+    rate, lo, hi = query(bundled_warehouse, "select rate_per_1000, ci95_lower, ci95_upper from "
+                                            "marts.fct_area_period_rates where area_level = 'region' and area_code "
+                                            "= '13' and indicator = 'imr' and period_start = 2010 and period_end = 2019")[0]
+    assert f"regional rate {fmt(rate)} per 1000 live births (95% CI {fmt(lo)} to {fmt(hi)})" in ranking
+    # Funnel: the communes above the 99.8% limit, as the mart classes them.
+    above = [n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_commune_vs_region where "
+                                                    "region_code = '13' and indicator = 'imr' and period_start = 2010 "
+                                                    "and period_end = 2019 and funnel_category = 'above_99_8' "
+                                                    "order by rank_in_region")]
+    assert above and f"Above the 99.8% limit: {', '.join(above)};" in figure_caption(region, "fig-funnel-13")
+    # Trends: the region's class and APC, and how many communes in each class.
+    row = query(bundled_warehouse, "select trend, apc, apc_ci95_lower, apc_ci95_upper from marts.fct_trends where "
+                                   "method = (select trend_method from marts.meta_build) and "
+                                   "area_level = 'region' and area_code = '13' and indicator = 'imr' and "
+                                   "period_start = 2010 and period_end = 2019")[0]
+    trends = figure_caption(region, "fig-trends-13-imr")
+    apc = fmt_apc(dict(zip(("trend", "apc", "apc_ci95_lower", "apc_ci95_upper"), row)))
+    assert f"{trend_label(row[0]).lower()} trend, {apc}" in trends
+    counts = dict(query(bundled_warehouse, "select trend, count(*) from marts.fct_trends where area_level = 'commune' "
+                                           "and method = (select trend_method from marts.meta_build) "
+                                           "and region_code = '13' and indicator = 'imr' and period_start = 2010 and "
+                                           "period_end = 2019 group by trend"))
+    for cls, n in counts.items():
+        assert f"{trend_label(cls).lower()}: {n}" in trends
+    # Every figure has its data: a table link or a table of its own.
+    assert 'href="#comparison-table-13"' in region and 'id="data-fig-trends-13-imr"' in region
+
+
+def test_classes_are_told_apart_without_colour(page):
+    figs = figures(page)
+    ranking = {t["meta"]["comparison"]: {s.replace("-open", "") for s in t["marker"]["symbol"]}
+               for t in traces(figs["fig-ranking-13"], combo=FULL) if "comparison" in t["meta"]}
+    assert ranking["higher"] == {"triangle-up"} and ranking["lower"] == {"triangle-down"}
+    assert ranking["similar"] == {"circle"}
+    funnel = {t["meta"]["funnel_category"]: t["marker"]["symbol"]
+              for t in traces(figs["fig-funnel-13"], combo=FULL, limits="exact") if "funnel_category" in t["meta"]}
+    assert len(set(funnel.values())) == len(funnel) >= 4
+    # The trend lines differ by dash, the map's trend classes by hatching.
+    dashes = {t["meta"]["trend"]: t["line"]["dash"] for t in traces(figs["fig-trends-13-imr"], kind="fit")}
+    assert len(set(dashes.values())) == len(dashes) >= 2
+    trend_option = next(o for o in figs["fig-map-13"]["layout"]["meta"]["menu"]
+                        if o["label"].startswith("Trend"))
+    assert {p for p in trend_option["args"][0]["fillpattern.shape"] if p is not None} >= {"", "\\"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,14 +607,15 @@ def multi_region(tmp_path_factory):
                                    "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*"))),
                                    "deis_births_path": str(files / "nacimientos"),
                                    "deis_cache_dir": str(tmp / "cache")})
-    out = report.write_report(warehouse, tmp / "regions.html")
+    out = report.write_report(warehouse, tmp / "regions.html", "en")
     return warehouse, out, out.read_text(encoding="utf-8")
 
 
 def test_country_section_and_region_selector(multi_region):
     warehouse, _, text = multi_region
     # The selector lists the three regions; without the Metropolitan Region the first is shown.
-    options = re.findall(r'<option value="(\d+)"( selected)?>', text[text.index('id="region-select"'):])
+    picker = text[text.index('id="region-select"'):]
+    options = re.findall(r'<option value="(\d+)"( selected)?>', picker[:picker.index("</select>")])
     assert [code for code, _ in options] == list(REGIONS) and options[0][1] == " selected"
     for code in REGIONS:
         assert f'<section class="region-block" data-region="{code}"' in text
@@ -475,9 +632,9 @@ def test_country_section_and_region_selector(multi_region):
     fig = figures(text)["fig-trends-CL-imr"]
     assert [t["meta"]["area_code"] for t in traces(fig, kind="rates")] == ["CL", *REGIONS]
     cls = query(warehouse, "select trend from marts.fct_trends where area_level = 'country' and indicator = 'imr' "
-                           "and period_start = 2010 and period_end = 2019 "
-                           "and method = (select trend_method from marts.meta_build)")[0][0]
-    assert TREND_LABELS[cls].lower() in fig["layout"]["annotations"][0]["text"]
+                           "and method = (select trend_method from marts.meta_build) "
+                           "and period_start = 2010 and period_end = 2019")[0][0]
+    assert trend_label(cls).lower() in fig["layout"]["annotations"][0]["text"]
     # The header states the build's count basis from meta_build, marked when the data are generated.
     (basis,) = query(warehouse, "select count_basis from marts.meta_build")[0]
     assert "GENERATED" in basis and f'<p class="generated-data">Counts: {html.escape(basis)}.</p>' in text
@@ -521,56 +678,78 @@ def check_page(browser: Browser, path: Path, width: int, fragment: str, shots: P
     return dict(state, ms=ms, tab=tab)
 
 
+def drawn_labels(tab, figure_id: str) -> list[list]:
+    """The commune names a figure shows as drawn: [text, left, right, top, bottom, font px]."""
+    return tab.eval(f"""Array.prototype.map.call(
+        document.querySelectorAll('#{figure_id} g.textpoint text'), function (t) {{
+          var r = t.getBoundingClientRect(); return [t.textContent, r.left, r.right, r.top, r.bottom,
+            parseFloat(getComputedStyle(t).fontSize), t.style.display]; }})""")
+
+
+def assert_no_overlap(labels: list[list]) -> list[list]:
+    shown = [b for b in labels if b[0] and b[6] != "none"]
+    for i, a in enumerate(shown):
+        for b in shown[i + 1:]:
+            overlap_x = min(a[2], b[2]) - max(a[1], b[1])
+            overlap_y = min(a[4], b[4]) - max(a[3], b[3])
+            assert overlap_x <= 1 or overlap_y <= 1, (a, b)
+    return shown
+
+
 @needs_chromium
-def test_report_on_a_desktop_and_a_phone(rendered, tmp_path):
+def test_report_on_a_desktop_and_a_phone(rendered_es, tmp_path):
     with Browser() as browser:
-        desk = check_page(browser, rendered, 1400, "", tmp_path)
-        phone = check_page(browser, rendered, 420, "", tmp_path)
+        desk = check_page(browser, rendered_es, 1400, "", tmp_path)
+        phone = check_page(browser, rendered_es, 420, "", tmp_path)
         states = {fig_id: s for fig_id, _, s, _, _ in desk["figures"]}
         assert states["fig-trends-13-imr"] == "w4"  # four columns of small multiples
         states = {fig_id: s for fig_id, _, s, _, _ in phone["figures"]}
         assert states["fig-trends-13-imr"] == "n1"  # one column on a phone
         # The funnel's commune names do not overlap one another (drawn boxes, desktop).
-        boxes = desk["tab"].eval("""Array.prototype.map.call(
-            document.querySelectorAll('#fig-funnel-13 g.textpoint text'), function (t) {
-              var r = t.getBoundingClientRect(); return [t.textContent, r.left, r.right, r.top, r.bottom]; })""")
-        named = [b for b in boxes if b[0]]
+        named = assert_no_overlap(drawn_labels(desk["tab"], "fig-funnel-13"))
         assert "Buin" in [b[0] for b in named] and len(named) >= 10
-        for i, a in enumerate(named):
-            for b in named[i + 1:]:
-                overlap_x = min(a[2], b[2]) - max(a[1], b[1])
-                overlap_y = min(a[4], b[4]) - max(a[3], b[3])
-                assert overlap_x <= 1 or overlap_y <= 1, (a, b)
         # On the phone the funnel names are hidden (tap a point).
         assert phone["tab"].eval("document.querySelectorAll('#fig-funnel-13 g.textpoint text').length") == 0
+        # The map's names never overlap (a name that would is hidden: hover shows it), on a phone
+        # they are at least 11 px, and most of the 52 communes stay named on both.
+        for tab, least in ((desk["tab"], 45), (phone["tab"], 35)):
+            shown = assert_no_overlap(drawn_labels(tab, "fig-map-13"))
+            assert len(shown) >= least, len(shown)
+        assert min(b[5] for b in drawn_labels(phone["tab"], "fig-map-13")) >= 11
         # The map's polygons are drawn (filled paths: 52 communes in two panels), on both.
         for tab in (desk["tab"], phone["tab"]):
             assert tab.eval("document.querySelectorAll('#fig-map-13 path.js-fill').length") == 104
+        # On a phone the region menu scrolls away with the page: it never covers a panel title.
+        assert phone["tab"].eval("getComputedStyle(document.querySelector('.region-picker')).position") == "static"
+        assert desk["tab"].eval("getComputedStyle(document.querySelector('.region-picker')).position") == "sticky"
     for width in (1400, 420):
         shot = tmp_path / f"page-{width}.png"
         assert png_size(shot)[0] == width and shot.stat().st_size > 50_000
 
 
 @needs_chromium
-def test_choosing_the_smoothed_map_after_a_resize(bundled_warehouse, rendered):
-    """A user's path: the window is resized, then the map's menu is opened and the smoothed rate
-    chosen with real mouse clicks. The map keeps its height (it collapsed to 200 px before the
-    figure boxes got a fixed height) and every commune is filled with the colour of its EB
-    smoothed rate from marts.fct_smoothed_rates, not its crude rate."""
-    label = "Smoothed rate (EB): TMI (IMR) · 2010-2019"
+def test_choosing_the_smoothed_map_from_the_keyboard_after_a_resize(bundled_warehouse, rendered_es):
+    """A user's path: the window is resized, then the map's menu (an HTML select) is focused and
+    the smoothed rate chosen with the arrow key. The map keeps its height (it collapsed to 200 px
+    before the figure boxes got a fixed height) and every commune is filled with the colour of its
+    EB smoothed rate from marts.fct_smoothed_rates, not its crude rate."""
+    use_language("es")
+    label = t("map.option", measure=t("map.smoothed"), combo="TMI · 2010-2019")
+    title = t("map.title", measure=t("map.smoothed"), combo="TMI · 2010-2019", region="", what="").split("<br>")[0]
     with Browser() as browser:
-        tab = browser.open(page_url(rendered, "region=13"), 1400, 900)
+        tab = browser.open(page_url(rendered_es, "region=13"), 1400, 900)
         tab.wait_rendered()
         tab.send("Emulation.setDeviceMetricsOverride", {"width": 1300, "height": 900, "deviceScaleFactor": 1,
                                                         "mobile": False})
-        assert tab.choose_menu_option("fig-map-13", label) == label
+        assert tab.choose_menu_option("fig-map-13", 1) == label
+        assert tab.eval("document.activeElement.id") == "fig-map-13-menu"
         state = tab.eval("""(function(){var g=document.getElementById('fig-map-13');
             return {height: g.getBoundingClientRect().height, title: g.layout.title.text,
                     polygons: g.data.filter(function(t){return t.meta && t.meta.kind==='polygon';})
                                     .map(function(t){return [t.meta.commune_code, t.fillcolor];}),
                     painted: g.querySelectorAll('path.js-fill').length};})()""")
     assert state["height"] == 800 and state["painted"] == 104
-    assert state["title"].startswith("Smoothed rate (EB), TMI (IMR) · 2010-2019")
+    assert state["title"].startswith(title)
     fills = dict(state["polygons"])
     smoothed = dict(query(bundled_warehouse, "select commune_code, eb_global_rate_per_1000 from marts.fct_smoothed_rates "
                                              "where indicator = 'imr' and period_start = 2010 and period_end = 2019 "
@@ -594,6 +773,56 @@ def test_choosing_the_smoothed_map_after_a_resize(bundled_warehouse, rendered):
 
 
 @needs_chromium
+def test_unknown_region_in_the_address_is_said(rendered_es):
+    use_language("es")
+    with Browser() as browser:
+        tab = browser.open(page_url(rendered_es, "region=99"), 1400, 900)
+        tab.wait_rendered()
+        notice = tab.eval("(function(){var n=document.getElementById('region-notice');"
+                          "return n.hidden ? null : n.textContent;})()")
+        shown = tab.eval("Array.prototype.filter.call(document.querySelectorAll('section.region-block'),"
+                         "function(s){return s.style.display !== 'none';}).map(function(s){return s.dataset.region;})")
+    assert shown == ["13"]
+    assert notice == t("js.unknown_region", code="99", shown="13 · Región Metropolitana de Santiago")
+
+
+@needs_chromium
+def test_tables_choose_their_columns_and_say_when_they_scroll(rendered_es):
+    with Browser() as browser:
+        tab = browser.open(page_url(rendered_es, "region=13"), 420, 900)
+        tab.wait_rendered()
+        head = "#comparison-table-13 thead th"
+        shown = lambda: tab.eval(f"Array.prototype.filter.call(document.querySelectorAll('{head}'),"  # noqa: E731
+                                 "function(h){return h.style.display !== 'none';}).length")
+        n_default = shown()
+        hint = tab.eval("document.getElementById('comparison-table-13-hint').hidden")
+        # Ticking a hidden column (the code, the second) shows it in the header and every row.
+        tab.eval("document.querySelector('#comparison-table-13').closest('section')"
+                 ".querySelector('.column-chooser').open = true")
+        tab.click('input[data-table="comparison-table-13"][data-col="1"]')
+        after = shown()
+        code_cells = tab.eval("Array.prototype.filter.call(document.querySelectorAll('#comparison-table-13 tbody tr'),"
+                              "function(r){return r.style.display !== 'none' && r.cells[1].style.display !== 'none';})"
+                              ".length")
+    assert n_default == sum(1 for *_, on in COMPARISON_COLUMNS if on) < len(COMPARISON_COLUMNS)
+    assert after == n_default + 1 and code_cells == 52
+    assert hint is False  # the phone's box scrolls, and says so
+
+
+@needs_chromium
+@needs_axe
+def test_accessibility_audit_has_no_serious_violation(rendered_es):
+    """axe-core (WCAG 2.1 A/AA and best practices) on the page as drawn, desktop and phone."""
+    with Browser() as browser:
+        for width in (1400, 420):
+            tab = browser.open(page_url(rendered_es, "region=13"), width, 900)
+            tab.wait_rendered()
+            violations = tab.axe_violations(AXE)
+            bad = [(v["id"], v["impact"], v["nodes"][:2]) for v in violations if v["impact"] in ("serious", "critical")]
+            assert bad == [], (width, bad)
+
+
+@needs_chromium
 def test_every_region_renders_when_selected(multi_region):
     _, path, _ = multi_region
     with Browser() as browser:
@@ -606,10 +835,114 @@ def test_every_region_renders_when_selected(multi_region):
 
 
 @needs_chromium
-def test_screenshots_command(rendered, tmp_path):
-    paths = report.write_screenshots(rendered, tmp_path)
+def test_screenshots_command(rendered_es, tmp_path):
+    paths = report.write_screenshots(rendered_es, tmp_path)
     assert {p.name for p in paths} >= {"page-1400.png", "page-420.png", "map-420.png", "funnel-1400.png",
-                                       "map-smoothed-1400.png", "map-smoothed-420.png"}
+                                       "map-smoothed-1400.png", "map-smoothed-420.png", "table-420.png"}
     for p in paths:
         width, height = png_size(p)
         assert width in (1400, 420) and height >= 300 and p.stat().st_size > 20_000, p
+
+
+# --------------------------------------------------------------------------------------------
+# What the other marts add: methods, segments, screening, adjusted funnel, UN IGME
+# --------------------------------------------------------------------------------------------
+
+
+def test_trend_panels_show_a_class_only_for_a_valid_fit(bundled_warehouse, page):
+    fig = figures(page)["fig-trends-13-imr"]
+    titles = {a["text"].split("</b>")[0][3:]: a for a in fig["layout"]["annotations"]}
+    fits = {t["meta"]["area_code"] for t in traces(fig, kind="fit")}
+    rows = query(bundled_warehouse, "select area_code, area_name, trend, note from marts.fct_trends where area_level = "
+                                    "'commune' and region_code = '13' and indicator = 'imr' and period_start = 2010 "
+                                    "and period_end = 2019 and method = (select trend_method from marts.meta_build)")
+    (min_deaths,) = query(bundled_warehouse, "select json_extract(vars_json, '$.trend_min_deaths')::int "
+                                             "from marts.meta_build")[0]
+    seen = set()
+    for code, name, cls, note in rows:
+        title = titles[name]
+        if cls == "insufficient_data":
+            assert f"insufficient data: &lt; {min_deaths} deaths" in title["text"].replace("<", "&lt;") or \
+                f"insufficient data: < {min_deaths} deaths" in title["text"]
+            assert "APC" not in title["text"].split("<br>")[1] and code not in fits
+        elif cls == "not_estimable":
+            assert "not estimable: no valid fit" in title["text"] and title["hovertext"].startswith(note[:30])
+            assert code not in fits
+        else:
+            assert trend_label(cls).lower() in title["text"] and code in fits
+        seen.add(cls)
+    assert {"insufficient_data", "stationary"} <= seen
+    # The second method's APC beside the headline's, as the mart has it.
+    apc = query(bundled_warehouse, "select apc from marts.fct_trends where area_code = '13' and indicator = 'imr' and "
+                                   "period_start = 2010 and period_end = 2019 and method = 'poisson'")[0][0]
+    region_title = fig["layout"]["annotations"][0]["text"]
+    assert f"Poisson regression: APC {fmt(apc, 1, signed=True)}%" in region_title
+
+
+def test_joinpoints_are_the_segments_mart(bundled_warehouse, page):
+    fig = figures(page)["fig-trends-CL-imr"]
+    drawn = sorted((s["name"].split()[1], s["x0"]) for s in fig["layout"].get("shapes", []))
+    expected = sorted((code, start) for code, start in query(
+        bundled_warehouse, "select area_code, segment_start from marts.fct_trend_segments where area_level in "
+                           "('country', 'region') and indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                           "and segment > 1"))
+    assert drawn == expected and expected  # the bundled build has regions with a joinpoint
+
+
+def test_method_name_interval_level_and_cut_off_come_from_the_build(bundled_warehouse, tmp_path):
+    """The report writes no method name, interval level or exceedance cut-off of its own."""
+    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("update marts.meta_build set trend_method_label = 'Test-Method', trend_ci_level = 0.9, "
+                    "exceedance_probability_threshold = 0.6")
+    text = report.write_report(warehouse, tmp_path / "r.html", "en").read_text(encoding="utf-8")
+    assert "Trends by commune (Test-Method)" in text and "Prais-Winsten" not in visible_text(text)
+    assert "(90% CI " in text and "(95% CI −" not in text.split("Trends by commune")[0].split("region-block")[-1]
+    fig = figures(text)["fig-map-13"]
+    option = next(o for o in fig["layout"]["meta"]["options"] if o["measure"] == "exceedance" and o["combo"] == FULL)
+    above = {n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_smoothed_rates where "
+                                                    "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                                    "and prob_exceeds_region > 0.6 and region_code = '13'")}
+    assert set(option["significant"]) == above
+    assert "a probability of exceeding above 0.60" in text
+
+
+def test_screening_lists_the_worst_first(bundled_warehouse, page):
+    region = page[page.index('<section class="region-block" data-region="13"'):]
+    listed = re.findall(r"<li><b>([^<]+)</b> \((\d+)\): ([^<]*)</li>", region[region.index('class="screening"'):]
+                        .split("</ul>")[0])
+    rows = query(bundled_warehouse, "select screening_category, list(commune_name order by commune_name) from "
+                                    "marts.fct_commune_screening where is_headline_method and region_code = '13' and "
+                                    "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                    "group by screening_category, screening_order order by screening_order")
+    assert [(label, int(n), names) for label, n, names in listed] == [
+        (t(f"screening.{cat}"), len(names), ", ".join(names)) for cat, names in rows]
+
+
+def test_funnel_offers_the_over_dispersion_adjusted_limits(bundled_warehouse, page):
+    funnel = figures(page)["fig-funnel-13"]
+    (t95,) = traces(funnel, combo=FULL, level=0.95, limits="adjusted")
+    upper = query(bundled_warehouse, "select adjusted_upper_95_per_1000 from marts.fct_funnel_limits where "
+                                     "region_code = '13' and indicator = 'imr' and period_start = 2010 and "
+                                     "period_end = 2019 order by grid_point")
+    assert t95["y"][:len(upper)] == pytest.approx([u for (u,) in upper], rel=1e-12)
+    cats = {t["meta"]["funnel_category"]: set(t["text"]) for t in traces(funnel, combo=FULL, limits="adjusted")
+            if "funnel_category" in t["meta"]}
+    mart = {}
+    for name, cat in query(bundled_warehouse, "select commune_name, funnel_category_adjusted from "
+                                              "marts.fct_commune_vs_region where region_code = '13' and indicator = "
+                                              "'imr' and period_start = 2010 and period_end = 2019"):
+        mart.setdefault(cat, set()).add(name)
+    assert cats == mart
+    labels = [o["label"] for o in funnel["layout"]["meta"]["menu"]]
+    assert "IMR · 2010-2019 · adjusted for over-dispersion" in labels
+
+
+def test_country_against_un_igme(bundled_warehouse, page):
+    fig = figures(page)["fig-benchmarks-CL"]
+    (country,) = traces(fig, kind="country")
+    rows = query(bundled_warehouse, "select year, country_rate_per_1000 from marts.fct_external_benchmarks where "
+                                    "indicator = 'imr' and unavailable_reason is null order by year")
+    assert country["x"] == [y for y, _ in rows] and country["y"] == pytest.approx([r for _, r in rows], rel=1e-12)
+    table = embedded(page)["data-fig-benchmarks-CL"]["rows"]
+    assert len(table) == len(rows) and table[0][1][0] == str(rows[0][0])

@@ -1,11 +1,12 @@
 """A self-contained HTML report of the warehouse: the country, then per region the ranking,
 trends, funnel plot, choropleth map, inequity section and comparison table, from the marts only.
 
-    python -m infant_mortality.report [--warehouse PATH] [--output PATH] [--screenshots DIR]
+    python -m infant_mortality.report [--warehouse PATH] [--output PATH] [--lang es|en] [--screenshots DIR]
 
 Reads the marts of a built warehouse (default: the published ``warehouse/infant_mortality.duckdb``,
 or ``$IMR_DUCKDB_PATH``; opened read-only and closed as soon as the tables are read) and writes
-one HTML file (default ``reports/infant_mortality_report.html``) that needs no server and no
+one HTML file (default ``reports/infant_mortality_report.html``), in Spanish (default) or English
+(``--lang en``; every text is in the catalogue ``i18n``), that needs no server and no
 internet: plotly.js, the style sheet and script (``static/``) and every figure's data are
 inlined; a figure is decoded and drawn when its region is selected. Modules: ``marts`` (reading),
 one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth``, ``inequity``),
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from infant_mortality.report.browser import find_chromium, write_screenshots
+from infant_mortality.report.i18n import DEFAULT_LANGUAGE, LANGUAGES
 from infant_mortality.report.marts import DEFAULT_WAREHOUSE, ReportError, default_warehouse, load_marts
 from infant_mortality.report.page import build_html, region_figures
 from infant_mortality.report.page import write_report as _write
@@ -32,9 +34,9 @@ __all__ = ["ReportError", "build_html", "find_chromium", "load_marts", "main", "
            "write_screenshots"]
 
 
-def write_report(warehouse, output) -> Path:
-    """Read the marts of `warehouse` and write the report to `output`."""
-    return _write(load_marts(warehouse), output)
+def write_report(warehouse, output, lang: str = DEFAULT_LANGUAGE) -> Path:
+    """Read the marts of `warehouse` and write the report to `output` in the language `lang`."""
+    return _write(load_marts(warehouse), output, lang)
 
 
 def main(argv=None) -> int:
@@ -42,12 +44,14 @@ def main(argv=None) -> int:
     parser.add_argument("--warehouse", type=Path, default=None,
                         help=f"built DuckDB warehouse (default: $IMR_DUCKDB_PATH or {DEFAULT_WAREHOUSE})")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help=f"HTML file to write (default: {DEFAULT_OUTPUT})")
+    parser.add_argument("--lang", choices=LANGUAGES, default=DEFAULT_LANGUAGE,
+                        help=f"language of the report (default: {DEFAULT_LANGUAGE}, Spanish; en: English)")
     parser.add_argument("--screenshots", type=Path, default=None, metavar="DIR",
                         help="also write PNGs of the page and its figures at 1400 and 420 px (needs headless Chromium)")
     args = parser.parse_args(argv)
     warehouse = args.warehouse or default_warehouse()
     try:
-        out = write_report(warehouse, args.output)
+        out = write_report(warehouse, args.output, args.lang)
         print(f"report written to {out} ({out.stat().st_size / 1e6:.1f} MB)")
         if args.screenshots is not None:
             for p in write_screenshots(out, args.screenshots):

@@ -24,6 +24,7 @@ CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
     "--disable-background-networking",
+    "--disable-quic",
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
@@ -32,6 +33,16 @@ CHROMIUM_FLAGS = [
 ]
 # Widths of the committed screenshots: a desktop and a phone.
 SCREEN_WIDTHS = (1400, 420)
+# axe-core (npm registry), installed by `npm install --prefix .cache/npm axe-core` (git-ignored).
+AXE_JS = Path(".cache/npm/node_modules/axe-core/axe.min.js")
+
+
+def find_axe() -> Path | None:
+    """The axe-core script: $AXE_CORE_JS, else the project's git-ignored npm folder."""
+    for cand in (os.environ.get("AXE_CORE_JS"), Path(__file__).resolve().parents[3] / AXE_JS):
+        if cand and Path(cand).is_file():
+            return Path(cand)
+    return None
 
 
 def find_chromium() -> str | None:
@@ -186,6 +197,20 @@ class Page:
         path.write_bytes(base64.b64decode(data["data"]))
         return path
 
+    def axe_violations(self, axe_js: Path) -> list[dict]:
+        """axe-core's WCAG 2.x A/AA audit of the page as drawn: [{id, impact, help, nodes}]."""
+        self.eval(Path(axe_js).read_text(encoding="utf-8"))
+        res = self.send("Runtime.evaluate", {
+            "expression": "axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', "
+                          "'wcag21aa', 'best-practice']}}).then(function (r) { return r.violations.map("
+                          "function (v) { return {id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map("
+                          "function (n) { return n.target.join(' ') + ' ' + (n.failureSummary || '').slice(0, 200); "
+                          "}).slice(0, 8), count: v.nodes.length}; }); })",
+            "awaitPromise": True, "returnByValue": True}, timeout=180)
+        if "exceptionDetails" in res:
+            raise ReportError(f"axe-core failed: {res['exceptionDetails']}")
+        return res["result"]["value"]
+
     def click(self, selector: str, index: int = 0) -> None:
         """A real mouse click (press and release) at the centre of the index-th element matching
         selector, scrolled into view first: the events a user's click sends, not synthetic ones
@@ -200,35 +225,48 @@ class Page:
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": found[0], "y": found[1], "button": "left",
                                                    "clickCount": 1})
 
-    def choose_menu_option(self, figure_id: str, label_start: str, timeout: float = 10) -> str:
-        """Open the dropdown of a figure and click the option whose label starts with label_start,
-        as a user does; returns the label now shown in the menu's header."""
-        self.click(f"#{figure_id} .updatemenu-header-group")
-        labels = self.eval(f"Array.prototype.map.call(document.querySelectorAll('#{figure_id} "
-                           ".updatemenu-dropdown-button'), function(b){{return b.textContent;}})") or []
-        matches = [i for i, label in enumerate(labels) if label.startswith(label_start)]
-        if not matches:
-            raise ReportError(f"{figure_id}: no menu option starts with {label_start!r} (options: {labels})")
-        # Plotly redraws the figure after the click; a screenshot before it ends shows empty panels.
+    def key(self, key: str, code: str, key_code: int) -> None:
+        """A key pressed and released, as the keyboard sends it to the focused element."""
+        for kind in ("keyDown", "keyUp"):
+            self.send("Input.dispatchKeyEvent", {"type": kind, "key": key, "code": code,
+                                                 "windowsVirtualKeyCode": key_code})
+
+    def choose_menu_option(self, figure_id: str, option: int, timeout: float = 10) -> str:
+        """Choose the option number `option` of a figure's menu from the keyboard, as a user does:
+        focus the select, press the down arrow until it is reached; returns the option's label
+        once the figure is redrawn."""
+        self.eval(f"document.getElementById('{figure_id}-menu').scrollIntoView({{block:'center'}});"
+                  f"document.getElementById('{figure_id}-menu').focus()")
+        # Plotly redraws the figure after the choice; a screenshot before it ends shows empty panels.
         self.eval(f"(function(){{var g=document.getElementById('{figure_id}');window.__imrDrawn=0;"
                   "g.once('plotly_afterplot',function(){window.__imrDrawn=1;});})()")
-        self.click(f"#{figure_id} .updatemenu-dropdown-button", matches[0])
+        current = self.eval(f"Number(document.getElementById('{figure_id}-menu').value)")
+        for _ in range(option - current):
+            self.key("ArrowDown", "ArrowDown", 40)
+        label = self.eval(f"(function(){{var s=document.getElementById('{figure_id}-menu');"
+                          "return s.options[s.selectedIndex].text;})()")
         deadline = time.monotonic() + timeout
         shown = None
         while time.monotonic() < deadline:
-            shown = self.eval(f"document.querySelector('#{figure_id} .updatemenu-header').textContent")
-            if shown.startswith(label_start) and self.eval("window.__imrDrawn"):
+            shown = self.eval(f"Number(document.getElementById('{figure_id}-menu').value)")
+            if shown == option and self.eval("window.__imrDrawn"):
                 # Two animation frames: the redrawn SVG is painted before anything is captured.
                 self.send("Runtime.evaluate", {"expression": "new Promise(function(r){requestAnimationFrame("
                                                "function(){requestAnimationFrame(r);});})", "awaitPromise": True})
-                return shown
+                return label
             time.sleep(0.1)
-        raise ReportError(f"{figure_id}: the option {label_start!r} was clicked but the menu shows {shown!r} "
-                          f"and the figure was not redrawn")
+        raise ReportError(f"{figure_id}: option {option} was chosen but the menu shows {shown!r} "
+                          f"or the figure was not redrawn")
 
 
-# Map options screenshotted besides the default one (the crude rate): (file name, option label).
-MAP_OPTION_SHOTS = (("map-smoothed", "Smoothed rate (EB): TMI (IMR) · 2010-2019"),)
+# Map options screenshotted besides the default one (the crude rate): (file name, option number:
+# 1 is the smoothed rate of the first indicator and period).
+MAP_OPTION_SHOTS = (("map-smoothed", 1),)
+
+
+def figure_block(fig_id: str) -> str:
+    """The selector of a figure with its menu and caption."""
+    return f"figure:has(#{fig_id})"
 
 
 def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Path]:
@@ -243,11 +281,13 @@ def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Pat
             page.wait_rendered()
             paths.append(page.screenshot(outdir / f"page-{width}.png", max_height=2600))
             for name in ("ranking", "funnel", "map", "inequity"):
-                paths.append(page.screenshot(outdir / f"{name}-{width}.png", f"#fig-{name}-{region_code}"))
-            paths.append(page.screenshot(outdir / f"trends-{width}.png", f"#fig-trends-{region_code}-imr",
+                paths.append(page.screenshot(outdir / f"{name}-{width}.png", figure_block(f"fig-{name}-{region_code}")))
+            paths.append(page.screenshot(outdir / f"trends-{width}.png", figure_block(f"fig-trends-{region_code}-imr"),
                                          max_height=1800))
-            for name, label in MAP_OPTION_SHOTS:
-                page.choose_menu_option(f"fig-map-{region_code}", label)
+            for name, option in MAP_OPTION_SHOTS:
+                page.choose_menu_option(f"fig-map-{region_code}", option)
                 page.eval("window.scrollTo(0, 0)")
-                paths.append(page.screenshot(outdir / f"{name}-{width}.png", f"#fig-map-{region_code}"))
+                paths.append(page.screenshot(outdir / f"{name}-{width}.png", figure_block(f"fig-map-{region_code}")))
+            paths.append(page.screenshot(outdir / f"table-{width}.png", f".table-wrap[data-hint-for=\"comparison-table-{region_code}\"]",
+                                         max_height=900))
     return paths

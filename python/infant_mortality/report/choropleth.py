@@ -6,7 +6,8 @@ One option of the dropdown per indicator x period and measure: the crude pooled 
 empirical Bayes smoothed rate (`marts.fct_smoothed_rates`), RT (`marts.fct_commune_vs_region`),
 the probability that the commune's rate exceeds its region's, and the trend class. A thick
 black outline marks the communes that are significant for the measure shown (mid-p of the
-comparison with the rest of the region, or probability of exceeding above 0.95).
+comparison with the rest of the region, or probability of exceeding above the build's
+`exceedance_probability_threshold`, from meta_build).
 
 Two panels when the region has a dense core (Santiago): the whole region with the core framed,
 and the core enlarged; on a phone they are stacked. Each polygon is one trace (so it can have
@@ -25,39 +26,36 @@ import plotly.graph_objects as go
 from infant_mortality.report.common import (
     ASSUMED_WIDTH,
     TREND_COLOURS,
-    TREND_LABELS,
+    TREND_PATTERNS,
     base_layout,
     combos_of,
-    dropdown,
     fmt,
     fmt_apc,
+    fmt_ci,
     fmt_p,
     indicator_order,
     indicator_short,
     legend_below,
+    menu,
     narrow_layout,
     num,
     nums,
     place_labels,
+    trend_label,
     with_rate,
 )
+from infant_mortality.report.i18n import t
 
 RT_TICKS = (0.25, 0.5, 0.67, 0.8, 1.0, 1.25, 1.5, 2.0, 4.0)
 RT_SPAN_MAX = 2.0  # log2: the colour scale never spans more than RT 1/4 to 4
-# The probability of exceeding the region's rate above which a commune is outlined.
-EXCEEDANCE_SIGNIFICANT = 0.95
 # Seats farther than this from the region's median longitude or latitude (islands such as Rapa
 # Nui) would squash the map: they are listed in a note instead.
 MAP_OUTLIER_DEGREES = 5.0
 NO_DATA = "#f0f0f0"
 HEIGHT = 800
 MEASURES = ("crude", "smoothed", "rate_ratio", "exceedance")
-MEASURE_LABELS = {
-    "crude": "Crude rate",
-    "smoothed": "Smoothed rate (EB)",
-    "rate_ratio": "RT",
-    "exceedance": "P(rate > region)",
-}
+# Type size (px) of the commune names, on a desktop and on a phone (readable: never below 11).
+LABEL_FONT_PX, LABEL_FONT_PX_NARROW = 10, 11
 
 
 def map_layout_boxes(lon, lat):
@@ -130,8 +128,8 @@ def _colours(values, scale: str, lo: float, hi: float) -> list[str]:
 
 
 def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes: pd.DataFrame, geojson: dict,
-                      trends: pd.DataFrame, region_name: str, region_code: str,
-                      trend_windows: dict | None = None) -> go.Figure:
+                      trends: pd.DataFrame, region_name: str, region_code: str, method_name: str,
+                      exceedance_cut: float, trend_windows: dict | None = None) -> go.Figure:
     combos = combos_of(comparison)
     rings_by_code = {f["properties"]["commune_code"]: _rings(f["geometry"]) for f in geojson["features"]}
     seats = comparison[["commune_code", "commune_name"]].drop_duplicates("commune_code").merge(
@@ -185,7 +183,10 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
                                                panel="overview" if k == 0 else "zoom")))
     codes = seats["commune_code"].tolist()
 
-    # Names at the seats: outside the core in the overview, inside it in the enlarged panel.
+    # Names at the seats: outside the core in the overview, inside it in the enlarged panel. The
+    # communes with the most live births first: report.js hides a name that would overlap an earlier one.
+    births = comparison.groupby("commune_code")["live_births"].max()
+    seats = seats.assign(_births=seats["commune_code"].map(births).fillna(0))
     def label_positions(k, df):
         x0, x1, y0, y1 = boxes[k]
         w_dom = (domains[k][1] - domains[k][0]) * plot_w
@@ -193,18 +194,18 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
         xs = ((df["longitude"].to_numpy(float) - x0) * scale).tolist()
         ys = ((df["latitude"].to_numpy(float) - y0) * scale * ratio).tolist()
         return place_labels(xs, ys, df["commune_name"].tolist(), [5.0] * len(df),
-                            (0, (x1 - x0) * scale, 0, (y1 - y0) * scale * ratio), font_px=10 if k else 9)
+                            (0, (x1 - x0) * scale, 0, (y1 - y0) * scale * ratio), font_px=LABEL_FONT_PX)
 
     for k, (xa, ya) in enumerate(panels):
-        df = seats[in_core] if k else seats[~in_core]
+        df = (seats[in_core] if k else seats[~in_core]).sort_values("_births", ascending=False)
         if df.empty:
             continue
         fig.add_trace(go.Scatter(
             x=nums(df["longitude"]), y=nums(df["latitude"]), xaxis=xa, yaxis=ya, mode="text",
             text=df["commune_name"].tolist(), textposition=label_positions(k, df),
-            textfont=dict(size=10 if k else 9, color="#222"), hoverinfo="skip", showlegend=False,
-            meta=dict(figure="map", kind="labels", panel="overview" if k == 0 else "zoom",
-                      narrow={"mode": "none"} if (k == 0 and zoom is not None) else {"textfont.size": 8})))
+            textfont=dict(size=LABEL_FONT_PX, color="#222"), hoverinfo="skip", showlegend=False,
+            meta=dict(figure="map", kind="labels", panel="overview" if k == 0 else "zoom", collide=True,
+                      narrow={"textfont.size": LABEL_FONT_PX_NARROW})))
 
     trend_by = {(r["indicator"], r["area_code"]): r for r in trends.to_dict("records")} if len(trends) else {}
     smooth_by = {(r["commune_code"], r["indicator"], int(r["period_start"]), int(r["period_end"])): r
@@ -223,17 +224,18 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
         hover = []
         for c, name, e, p in zip(codes, seats["commune_name"], eb, prob):
             if c not in df.index:
-                hover.append(f"<b>{name}</b><br>no pooled rate in {combo.period_label}")
+                hover.append(t("map.hover.no_rate", name=name, period=combo.period_label))
                 continue
             r = df.loc[c]
             tr = trend_by.get((combo.indicator, c))
-            hover.append(
-                f"<b>{name}</b> · {indicator_short(combo.indicator)} {combo.period_label}<br>"
-                f"crude {fmt(r.rate_per_1000)} per 1000 (95% CI {fmt(r.ci95_lower)} to {fmt(r.ci95_upper)})<br>"
-                f"smoothed (EB) {fmt(e)} · P(rate > region) {fmt(p, 3)}<br>"
-                f"RT {fmt(r.rate_ratio)} (95% CI {fmt(r.rate_ratio_ci95_lower)} to {fmt(r.rate_ratio_ci95_upper)})"
-                f"<br>vs rest of region: {r.comparison} (mid-p {fmt_p(r.p_value)})<br>"
-                + ("trend: none" if tr is None else f"trend: {TREND_LABELS.get(tr['trend'], tr['trend'])}, {fmt_apc(tr)}"))
+            hover.append(t(
+                "map.hover", name=name, combo=combo.label, rate=fmt(r.rate_per_1000),
+                ci=fmt_ci(r.ci95_lower, r.ci95_upper), eb=fmt(e), prob=fmt(p, 3), rt=fmt(r.rate_ratio),
+                rt_ci=fmt_ci(r.rate_ratio_ci95_lower, r.rate_ratio_ci95_upper),
+                comparison=t(f"comparison.short.{r.comparison}") if isinstance(r.comparison, str) else "",
+                p=fmt_p(r.p_value),
+                trend=t("map.hover.trend_none") if tr is None else t("map.hover.trend", cls=trend_label(tr["trend"]),
+                                                                      apc=fmt_apc(tr))))
         hover_idx = []
         for k, (xa, ya) in enumerate(panels):
             hover_idx.append(len(fig.data))
@@ -248,14 +250,15 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
         positive = [abs(math.log2(v)) for v in rt if v is not None and v > 0]
         span = min(RT_SPAN_MAX, max(math.log2(1.5), max(positive, default=0.0)))
         log_rt = [None if v is None else (math.log2(v) if v > 0 else -span) for v in rt]
-        sig_p = [p is not None and p > EXCEEDANCE_SIGNIFICANT for p in prob]
-        rt_ticks = [t for t in RT_TICKS if abs(math.log2(t)) <= span + 1e-9]
+        sig_p = [p is not None and p > exceedance_cut for p in prob]
+        rt_ticks = [tick for tick in RT_TICKS if abs(math.log2(tick)) <= span + 1e-9]
         scales = {
-            "crude": (crude, "sequential", lo_rate, hi_rate, sig, dict(title="per 1000")),
-            "smoothed": (eb, "sequential", lo_rate, hi_rate, sig, dict(title="per 1000")),
+            "crude": (crude, "sequential", lo_rate, hi_rate, sig, dict(title=t("map.bar.rate"))),
+            "smoothed": (eb, "sequential", lo_rate, hi_rate, sig, dict(title=t("map.bar.rate"))),
             "rate_ratio": (log_rt, "diverging", -span, span, sig,
-                           dict(title="RT", tickvals=[math.log2(t) for t in rt_ticks], ticktext=[f"{t:g}" for t in rt_ticks])),
-            "exceedance": (prob, "diverging", 0.0, 1.0, sig_p, dict(title="P(>region)")),
+                           dict(title="RT", tickvals=[math.log2(tick) for tick in rt_ticks],
+                                ticktext=[fmt(tick, 2).rstrip("0").rstrip(",.") for tick in rt_ticks])),
+            "exceedance": (prob, "diverging", 0.0, 1.0, sig_p, dict(title=t("map.bar.exceedance"))),
         }
         for measure in MEASURES:
             values, scale, lo, hi, outline, bar = scales[measure]
@@ -272,13 +275,14 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
                                   "marker.colorbar.xanchor": "left", "marker.colorbar.y": -0.05,
                                   "marker.colorbar.yanchor": "top", "marker.colorbar.len": 0.8,
                                   "marker.colorbar.thickness": 10})))
-            what = ("significantly different from the rest of the region" if measure != "exceedance"
-                    else f"P(rate > region) > {EXCEEDANCE_SIGNIFICANT:g}")
+            what = (t("map.what.significant") if measure != "exceedance"
+                    else t("map.what.exceedance", cut=fmt(exceedance_cut, 2)))
             options.append(dict(
-                label=f"{MEASURE_LABELS[measure]}: {combo.label}", combo=combo.key, measure=measure,
-                title=f"{MEASURE_LABELS[measure]}, {combo.label}<br>{region_name}; black outline: {what}",
-                fills=_colours(values, scale, lo, hi), outline=outline, shown=[bar_idx, *hover_idx],
-                significant=[n for n, s in zip(seats["commune_name"], outline) if s]))
+                label=t("map.option", measure=t(f"map.{measure}"), combo=combo.label), combo=combo.key,
+                measure=measure,
+                title=t("map.title", measure=t(f"map.{measure}"), combo=combo.label, region=region_name, what=what),
+                fills=_colours(values, scale, lo, hi), patterns=[""] * len(codes), outline=outline,
+                shown=[bar_idx, *hover_idx], significant=[n for n, s in zip(seats["commune_name"], outline) if s]))
 
     # Trend class per indicator (its widest window).
     for ind in indicator_order(comparison["indicator"].unique()):
@@ -292,50 +296,56 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
         for cls in TREND_COLOURS:
             if cls in classes:
                 legend_idx.append(len(fig.data))
-                fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{TREND_LABELS[cls]} trend",
-                                         marker=dict(symbol="square", size=12, color=TREND_COLOURS[cls]),
+                fig.add_trace(go.Scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
+                                         name=t("map.trend.legend", cls=trend_label(cls)),
+                                         fillcolor=TREND_COLOURS[cls],
+                                         fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
                                          meta=dict(figure="map", kind="trend_legend", indicator=ind)))
         base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)),
                     None)
-        hover_idx = [] if base is None else [i for i, t in enumerate(fig.data)
-                                             if (t.meta or {}).get("kind") == "hover" and t.meta["combo"] == base.key]
+        hover_idx = [] if base is None else [i for i, tr in enumerate(fig.data)
+                                             if (tr.meta or {}).get("kind") == "hover" and tr.meta["combo"] == base.key]
+        period = f"{window[0]}-{window[1]}"
         options.append(dict(
-            label=f"Trend {window[0]}-{window[1]}: {indicator_short(ind)}", combo=None, measure="trend",
-            title=f"Trend class {window[0]}-{window[1]} (Prais-Winsten), {indicator_short(ind)}<br>{region_name}",
+            label=t("map.trend.option", period=period, ind=indicator_short(ind)), combo=None, measure="trend",
+            title=t("map.trend.title", period=period, method=method_name, ind=indicator_short(ind),
+                    region=region_name),
             fills=[TREND_COLOURS.get(c, NO_DATA) if c else NO_DATA for c in classes],
+            patterns=[TREND_PATTERNS.get(c, "") if c else "" for c in classes],
             outline=[False] * len(codes), shown=legend_idx + hover_idx, significant=[]))
 
     n = len(fig.data)
     n_panels = len(panels)
-    labels_idx = [i for i, t in enumerate(fig.data) if (t.meta or {}).get("kind") == "labels"]
+    labels_idx = [i for i, tr in enumerate(fig.data) if (tr.meta or {}).get("kind") == "labels"]
     buttons = []
     for opt in options:
         visible = [False] * n
         for i in poly_idx + labels_idx + opt["shown"]:
             visible[i] = True
         fills = [None] * n
+        patterns = [None] * n
         widths = [None] * n
         colours = [None] * n
         for p in range(n_panels):
             for j in range(len(codes)):
                 i = poly_idx[p * len(codes) + j]
                 fills[i] = opt["fills"][j]
+                patterns[i] = opt["patterns"][j]
                 widths[i] = 2.6 if opt["outline"][j] else 0.6
                 colours[i] = "#000" if opt["outline"][j] else "#777"
-        opt["restyle"] = {"visible": visible, "fillcolor": fills, "line.width": widths, "line.color": colours}
+        opt["restyle"] = {"visible": visible, "fillcolor": fills, "fillpattern.shape": patterns, "line.width": widths,
+                          "line.color": colours}
         buttons.append(opt)
     if buttons:  # the default option drawn as built
         first = buttons[0]["restyle"]
-        for i, t in enumerate(fig.data):
-            t.visible = first["visible"][i]
+        for i, tr in enumerate(fig.data):
+            tr.visible = first["visible"][i]
             if i in poly_idx:
-                t.fillcolor, t.line.width, t.line.color = first["fillcolor"][i], first["line.width"][i], first["line.color"][i]
-    menus = dropdown([b["label"] for b in buttons], [b["restyle"] for b in buttons],
-                     [{"title.text": b["title"]} for b in buttons])
-    for m in menus:  # restyle the fills too, not only the visibility
-        for button, b in zip(m["buttons"], buttons):
-            button["args"][0] = b["restyle"]
-        m.update(y=1.0, yanchor="bottom", pad=dict(b=12))
+                tr.fillcolor, tr.line.width, tr.line.color = (first["fillcolor"][i], first["line.width"][i],
+                                                              first["line.color"][i])
+                tr.fillpattern = dict(shape=first["fillpattern.shape"][i], fgcolor="#222", size=7)
+    options_menu = menu([b["label"] for b in buttons], [b["restyle"] for b in buttons],
+                        [{"title.text": b["title"]} for b in buttons])
     axis = dict(showgrid=False, zeroline=False, constrain="domain", showticklabels=False, showline=True,
                 linecolor="#bbb", mirror=True, ticks="")
     layout = dict(xaxis=dict(axis, domain=list(domains[0]), range=list(boxes[0][:2]) if boxes[0] else None),
@@ -348,24 +358,25 @@ def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes
         shapes.append(dict(type="rect", xref="x", yref="y", x0=z[0], x1=z[1], y0=z[2], y1=z[3],
                            line=dict(color="#333", width=1, dash="dot")))
         annotations += [
-            dict(xref="x", yref="y", x=z[1], y=z[3], xanchor="right", yanchor="bottom", text="enlarged at right",
+            dict(xref="x", yref="y", x=z[1], y=z[3], xanchor="right", yanchor="bottom", text=t("map.enlarged_right"),
                  showarrow=False, font=dict(size=10, color="#333")),
             dict(xref="x2 domain", yref="y2 domain", x=0, y=1, xanchor="left", yanchor="bottom",
-                 text="Dense core, enlarged", showarrow=False, font=dict(size=12)),
-            dict(xref="x domain", yref="y domain", x=0, y=1, xanchor="left", yanchor="bottom", text="Whole region",
+                 text=t("map.core"), showarrow=False, font=dict(size=12)),
+            dict(xref="x domain", yref="y domain", x=0, y=1, xanchor="left", yanchor="bottom", text=t("map.whole"),
                  showarrow=False, font=dict(size=12)),
         ]
     fig.update_layout(**base_layout(
-        height=HEIGHT, margin=dict(l=20, r=90, t=120, b=70),
+        height=HEIGHT, margin=dict(l=20, r=90, t=90, b=70),
         title=dict(text=buttons[0]["title"] if buttons else region_name, xref="paper", x=0, xanchor="left",
                    y=1 - 12 / HEIGHT, yanchor="top", font=dict(size=15)),
-        updatemenus=menus, plot_bgcolor="#fff", shapes=shapes, annotations=annotations, **layout))
+        plot_bgcolor="#fff", shapes=shapes, annotations=annotations, **layout))
     legend_below(fig, px=20)
-    narrow = {"margin.l": 8, "margin.b": 110, "margin.t": 175}
+    narrow = {"margin.l": 8, "margin.b": 110, "margin.t": 130}
     if zoom is not None:  # stacked: the whole region above, the enlarged core below
         narrow.update({"height": 1150, "xaxis.domain": [0, 1], "yaxis.domain": [0.55, 1], "xaxis2.domain": [0, 1],
-                       "yaxis2.domain": [0, 0.45], "annotations[0].text": "enlarged below"})
-    fig.layout.meta = dict(not_on_map=not_shown, narrow=narrow_layout(fig, narrow),
+                       "yaxis2.domain": [0, 0.45], "annotations[0].text": t("map.enlarged_below")})
+    fig.layout.meta = dict(not_on_map=not_shown, narrow=narrow_layout(narrow), menu=options_menu,
+                           menu_label=t("menu.map"),
                            options=[dict(label=b["label"], combo=b["combo"], measure=b["measure"],
                                          significant=b["significant"]) for b in buttons])
     return fig

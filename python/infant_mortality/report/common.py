@@ -7,9 +7,10 @@ arrays, which plotly would encode as base64 typed arrays), so the figure JSON em
 report is readable and the tests can check the values against the marts. Each trace carries a
 ``meta`` dict (region, indicator, period, ...) naming what it shows.
 
-A figure that shows several indicators / periods holds the traces of all of them and a
-dropdown toggling their visibility; the first option is the default (the full window of the
-first indicator present).
+A figure that shows several indicators / periods holds the traces of all of them and a menu
+(`menu`: an HTML select the page puts above the figure, reachable by keyboard) toggling their
+visibility; the first option is the default (the full window of the first indicator present).
+Texts come from the catalogue (`i18n.t`) in the page's language.
 
 Narrow screens: a figure's ``layout.meta.narrow`` (and a trace's ``meta.narrow``) holds the
 changes ``static/report.js`` applies when the figure is drawn less than 600 px wide (smaller
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
+from infant_mortality.report.i18n import MESSAGES, language, localise_number, percent, pick, separators, t
+
 # Narrow layouts apply below this width (px); static/report.js uses the same number.
 NARROW_PX = 600
 # The width (px) a figure is assumed to be drawn at when placing labels (the report's main column).
@@ -34,18 +37,29 @@ ASSUMED_WIDTH = 1250
 class Indicator:
     code: str
     abbreviation_es: str
-    name_en: str
+    name_es: str
+    ages_es: str
     abbreviation_en: str
-    ages: str
+    name_en: str
+    ages_en: str
+
+    @property
+    def abbreviation(self) -> str:
+        return pick(self.abbreviation_es, self.abbreviation_en)
+
+    @property
+    def name(self) -> str:
+        return pick(self.name_es, self.name_en)
+
+    @property
+    def ages(self) -> str:
+        return pick(self.ages_es, self.ages_en)
 
 
 # The names the report uses when the warehouse has no marts.dim_indicator (built before it
 # existed); `use_indicators` replaces them with the mart's rows.
 _INDICATORS: dict[str, Indicator] = {
-    "imr": Indicator("imr", "TMI", "infant mortality", "IMR", "under 1 year"),
-    "nmr": Indicator("nmr", "TMN", "neonatal mortality", "NMR", "0-27 days"),
-    "enmr": Indicator("enmr", "TMNP", "early neonatal mortality", "ENMR", "0-6 days"),
-    "pnmr": Indicator("pnmr", "TMIT", "post-neonatal (late infant) mortality", "PNMR", "28 days to under 1 year"),
+    "imr": Indicator("imr", "TMI", "mortalidad infantil", "menores de 1 año", "IMR", "infant mortality", "under 1 year"),
 }
 
 
@@ -60,58 +74,61 @@ def indicators() -> dict[str, Indicator]:
 
 
 def _indicator(code: str) -> Indicator:
-    return _INDICATORS.get(code) or Indicator(code, code.upper(), code, code.upper(), "")
+    return _INDICATORS.get(code) or Indicator(code, code.upper(), code, "", code.upper(), code, "")
 
 
-COMPARISON_COLOURS = {"higher": "#c62828", "lower": "#1565c0", "similar": "#8c8c8c", "untested": "#d0d0d0"}
-COMPARISON_LABELS = {
-    "higher": "Significantly higher than the rest of the region",
-    "lower": "Significantly lower than the rest of the region",
-    "similar": "No significant difference",
-    "untested": "Not tested (no comparison in the mart)",
-}
+# Colour-blind-safe classes (Okabe-Ito for the comparison and the trends, ColorBrewer RdBu for
+# the funnel), each also told apart by its marker or line: triangles point up for higher,
+# down for lower; a dashed line is decreasing, a dotted one stationary.
+COMPARISON_COLOURS = {"higher": "#D55E00", "lower": "#0072B2", "similar": "#8c8c8c", "untested": "#c8c8c8"}
+COMPARISON_SYMBOLS = {"higher": "triangle-up", "lower": "triangle-down", "similar": "circle", "untested": "x"}
 FUNNEL_COLOURS = {
     "above_99_8": "#b2182b",
-    "above_95": "#ef8a62",
-    "within": "#9e9e9e",
-    "below_95": "#67a9cf",
+    "above_95": "#d6604d",
+    "within": "#8c8c8c",
+    "below_95": "#4393c3",
     "below_99_8": "#2166ac",
-    "uncategorised": "#e0e0e0",
+    "uncategorised": "#d0d0d0",
 }
-FUNNEL_LABELS = {
-    "above_99_8": "Above the 99.8% limit",
-    "above_95": "Above the 95% limit",
-    "within": "Within the limits",
-    "below_95": "Below the 95% limit",
-    "below_99_8": "Below the 99.8% limit",
-    "uncategorised": "No funnel category in the mart",
-}
+FUNNEL_SYMBOLS = {"above_99_8": "triangle-up", "above_95": "triangle-up-open", "within": "circle",
+                  "below_95": "triangle-down-open", "below_99_8": "triangle-down", "uncategorised": "x"}
 TREND_COLOURS = {
-    "increasing": "#c62828",
-    "decreasing": "#1565c0",
-    "stationary": "#757575",
+    "increasing": "#D55E00",
+    "decreasing": "#0072B2",
+    "stationary": "#666666",
     "not_estimable": "#bdbdbd",
+    "insufficient_data": "#d9d9d9",
 }
-TREND_LABELS = {
-    "increasing": "Increasing",
-    "decreasing": "Decreasing",
-    "stationary": "Stationary",
-    "not_estimable": "Not estimable",
-    "insufficient_data": "Insufficient data",
-}
+TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot"}
+# Map fill patterns of the trend classes (plotly `fillpattern.shape`): hatching, not colour alone.
+TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_estimable": ".",
+                  "insufficient_data": "x"}
 FONT = dict(family="DejaVu Sans, Arial, Helvetica, sans-serif", size=13, color="#222")
 
 
+def comparison_label(cls: str) -> str:
+    return t(f"comparison.{cls}")
+
+
+def funnel_label(cls: str) -> str:
+    return t(f"funnel.{cls}")
+
+
+def trend_label(cls: str | None) -> str:
+    """The trend class as the page names it (an unknown class as it is)."""
+    key = f"trend.{cls or 'not_estimable'}"
+    return t(key) if key in MESSAGES else str(cls)
+
+
 def indicator_short(indicator: str) -> str:
-    """`TMI (IMR)`: the Spanish abbreviation with the English one."""
-    i = _indicator(indicator)
-    return f"{i.abbreviation_es} ({i.abbreviation_en})"
+    """`TMI` (Spanish) or `IMR` (English)."""
+    return _indicator(indicator).abbreviation
 
 
 def indicator_long(indicator: str) -> str:
-    """`TMI, infant mortality rate (IMR)`."""
+    """`TMI, tasa de mortalidad infantil` / `IMR, infant mortality rate`."""
     i = _indicator(indicator)
-    return f"{i.abbreviation_es}, {i.name_en} rate ({i.abbreviation_en})"
+    return t("indicator.long", abbr=i.abbreviation, name=i.name)
 
 
 def indicator_order(codes) -> list[str]:
@@ -145,32 +162,61 @@ def to_int(x):
 
 
 def fmt(x, digits: int = 2, signed: bool = False, thousands: bool = False) -> str:
-    """Plain-text number; an en dash for missing values."""
+    """A number as the page writes it in its language (`7,44` / `7.44`); an en dash for missing
+    values; a value that rounds to zero has no sign (never `-0.0`)."""
     v = num(x)
     if v is None:
-        return "–"
+        return t("missing")
+    if round(v, digits) == 0:
+        v, signed = 0.0, False
     spec = ("+" if signed else "") + ("," if thousands else "") + f".{digits}f"
-    return format(v, spec).replace("-", "−")
+    return localise_number(format(v, spec)).replace("-", "−")
 
 
 def fmt_p(p) -> str:
     v = num(p)
     if v is None:
-        return "–"
-    return "<0.001" if v < 0.001 else f"{v:.3f}"
+        return t("missing")
+    return "<" + fmt(0.001, 3) if v < 0.001 else fmt(v, 3)
+
+
+def fmt_ci(lo, hi, digits: int = 2) -> str:
+    """`IC 95 % 6,90 a 8,00` / `95% CI 6.90 to 8.00`."""
+    return t("ci", level=t("ci.level"), lo=fmt(lo, digits), hi=fmt(hi, digits))
+
+
+# The confidence level of the trends' APC intervals: the build's (meta_build.trend_ci_level).
+_TREND_CI_LEVEL = [0.95]
+
+
+def use_trend_ci_level(level: float) -> None:
+    _TREND_CI_LEVEL[0] = float(level)
 
 
 def fmt_apc(row) -> str:
-    """`APC −2.9% (−4.1; −1.7)` or the trend's reason when it has no APC."""
+    """`PCA (APC) −2,9 % (IC 95 % −4,1; −1,7)` or the trend's reason when it has no APC."""
     if row is None:
-        return "trend not available"
+        return t("trend.none")
     apc = num(row.get("apc"))
     if apc is None:
-        return "APC not estimable"
-    return (
-        f"APC {fmt(apc, 1, signed=True)}% "
-        f"(95% CI {fmt(row.get('apc_ci95_lower'), 1, signed=True)}; {fmt(row.get('apc_ci95_upper'), 1, signed=True)})"
-    )
+        return t("apc.none")
+    return t("apc", apc=fmt(apc, 1, signed=True), level=percent(_TREND_CI_LEVEL[0]),
+             lo=fmt(row.get("apc_ci95_lower"), 1, signed=True), hi=fmt(row.get("apc_ci95_upper"), 1, signed=True))
+
+
+def trend_has_class(row) -> bool:
+    """Whether a trend row carries a class (a valid fit): only then are its class and APC shown."""
+    return row is not None and row.get("trend") in ("increasing", "decreasing", "stationary")
+
+
+def method_label(method: str, mart_label: str) -> str:
+    """A trend method's name: the mart's (fct_trends.method_label, meta_build), in Spanish the catalogue's."""
+    key = f"method.{method}"
+    return t(key) if language() == "es" and key in MESSAGES else mart_label
+
+
+def fmt_apc_short(apc) -> str:
+    return t("apc.short", apc=fmt(apc, 1, signed=True))
 
 
 @dataclass(frozen=True)
@@ -219,36 +265,20 @@ def combos_of(comparison: pd.DataFrame) -> list[Combo]:
     return out
 
 
-def dropdown(labels: list[str], visibilities: list[list[bool]], layouts: list[dict]) -> list[dict]:
-    """A plotly updatemenu toggling trace visibility (and layout) per option; none for one option."""
+def menu(labels: list[str], restyles: list[dict], relayouts: list[dict]) -> list[dict]:
+    """The options of a figure's menu (an HTML select above it, see `page.FigureStore`): each a
+    label and plotly update arguments [trace changes, layout changes], applied by report.js
+    when the option is chosen; none for a single option."""
     if len(labels) <= 1:
         return []
-    buttons = [
-        dict(label=lab, method="update", args=[{"visible": vis}, lay])
-        for lab, vis, lay in zip(labels, visibilities, layouts)
-    ]
-    return [
-        dict(
-            type="dropdown",
-            buttons=buttons,
-            active=0,
-            direction="down",
-            showactive=True,
-            x=1.0,
-            xanchor="right",
-            y=1.0,
-            yanchor="bottom",
-            pad=dict(b=28),
-            bgcolor="#f5f5f5",
-            font=dict(size=12),
-        )
-    ]
+    return [dict(label=lab, args=[vis, lay]) for lab, vis, lay in zip(labels, restyles, relayouts)]
 
 
 def base_layout(**kw) -> dict:
     layout = dict(
         template="plotly_white",
         font=FONT,
+        separators=separators(),
         hoverlabel=dict(font=dict(family=FONT["family"], size=12)),
         legend=dict(orientation="h", x=0, xanchor="left", y=-0.04, yanchor="top"),
     )
@@ -278,13 +308,10 @@ def apply_default_visibility(fig: go.Figure, visible: list[bool]) -> None:
         trace.visible = vis
 
 
-def narrow_layout(fig: go.Figure | None, extra: dict | None = None) -> dict:
+def narrow_layout(extra: dict | None = None) -> dict:
     """Layout changes (plotly attribute paths) for a figure drawn under NARROW_PX: smaller type,
-    the dropdown moved to the left under the title, thin side margins."""
+    thin side margins."""
     out = {"font.size": 11, "title.font.size": 12, "legend.font.size": 10, "margin.r": 10}
-    for k, menu in enumerate(fig.layout.updatemenus if fig is not None else ()):
-        out.update({f"updatemenus[{k}].x": 0, f"updatemenus[{k}].xanchor": "left",
-                    f"updatemenus[{k}].font.size": 11})
     out.update(extra or {})
     return out
 

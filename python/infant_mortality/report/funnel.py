@@ -13,30 +13,38 @@ import plotly.graph_objects as go
 from infant_mortality.report.common import (
     ASSUMED_WIDTH,
     FUNNEL_COLOURS,
-    FUNNEL_LABELS,
+    FUNNEL_SYMBOLS,
     apply_default_visibility,
     base_layout,
     combos_of,
-    dropdown,
     fmt,
+    fmt_ci,
+    funnel_label,
     legend_below,
+    menu,
     narrow_layout,
     nums,
     place_labels,
     visibility,
     with_rate,
 )
+from infant_mortality.report.i18n import t
 from infant_mortality.report.marts import pooled_rate
 from infant_mortality.statistics.poisson import FUNNEL_BIRTHS_SPAN
 
 HEIGHT = 620
+# The funnel's limits: exact Poisson, or widened for the region's over-dispersion (Spiegelhalter
+# 2005; fct_funnel_limits.adjusted_*, fct_commune_vs_region.funnel_category_adjusted): (column
+# prefix of the limits, category column).
+LIMIT_KINDS = {"exact": ("", "funnel_category"), "adjusted": ("adjusted_", "funnel_category_adjusted")}
 MARGIN = dict(l=70, r=30, t=110, b=125)
 LABEL_FONT_PX = 10
 
 
 def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: pd.DataFrame, region_name: str,
                   region_code: str) -> go.Figure:
-    """Pooled rate against live births with exact Poisson 95% / 99.8% limits around the region.
+    """Pooled rate against live births with exact Poisson 95% / 99.8% limits around the region,
+    or (menu) the limits adjusted for over-dispersion with the communes' adjusted categories.
 
     Communes outside the 95% limits are labelled; each label takes the side of its marker that
     overlaps least with the other labels and markers (at the report's usual width). The
@@ -48,9 +56,10 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
     groups, layouts, labels = [], [], []
     plot_w = ASSUMED_WIDTH - MARGIN["l"] - MARGIN["r"]
     plot_h = HEIGHT - MARGIN["t"] - MARGIN["b"]
-    for combo in combos:
+    for combo, kind in [(c, k) for c in combos for k in LIMIT_KINDS]:
+        prefix, category = LIMIT_KINDS[kind]
         df = with_rate(combo.select(comparison))
-        df = df.assign(funnel_category=df["funnel_category"].fillna("uncategorised"))
+        df = df.assign(funnel_category=df[category].fillna("uncategorised"))
         idx = []
         reg = pooled_rate(area_periods, combo)
         region_rate = reg["rate_per_1000"] if reg is not None else None
@@ -61,9 +70,10 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
         curve = combo.select(limits).sort_values("grid_point")
         if region_rate is not None and not curve.empty:
             grid = curve["live_births"].to_numpy(float)
-            for level, column, dash, name in ((0.95, "95", "dash", "95% control limits"),
-                                              (0.998, "998", "dot", "99.8% control limits")):
-                lower, upper = curve[f"lower_{column}_per_1000"].to_numpy(float), curve[f"upper_{column}_per_1000"].to_numpy(float)
+            for level, column, dash, name in ((0.95, "95", "dash", t("funnel.limits_95")),
+                                              (0.998, "998", "dot", t("funnel.limits_998"))):
+                lower = curve[f"{prefix}lower_{column}_per_1000"].to_numpy(float)
+                upper = curve[f"{prefix}upper_{column}_per_1000"].to_numpy(float)
                 idx.append(len(fig.data))
                 fig.add_trace(
                     go.Scatter(
@@ -74,7 +84,7 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                         name=name,
                         legendgroup=name,
                         hoverinfo="skip",
-                        meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level),
+                        meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level, limits=kind),
                     )
                 )
             idx.append(len(fig.data))
@@ -84,9 +94,10 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                     y=[region_rate, region_rate],
                     mode="lines",
                     line=dict(color="#222", width=1.5),
-                    name="Regional rate",
-                    hovertemplate=f"Regional pooled rate {fmt(region_rate)} per 1000<extra></extra>",
-                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, region_rate=region_rate),
+                    name=t("funnel.region"),
+                    hovertemplate=t("funnel.region.hover", rate=fmt(region_rate)) + "<extra></extra>",
+                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, region_rate=region_rate,
+                              limits=kind),
                 )
             )
         # Pixel positions at the usual width, for the label placement.
@@ -98,16 +109,18 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
         positions = place_labels(x_px.tolist(), y_px.tolist(), names, [9.0] * len(df), (0, plot_w, 0, plot_h),
                                  font_px=LABEL_FONT_PX)
         df = df.assign(_pos=positions)
+        # The farthest from the region first: report.js hides a name that would overlap an earlier one.
+        df = df.assign(_far=(df["rate_per_1000"] - (region_rate or 0)).abs() * df["live_births"].pow(0.5))
+        df = df.sort_values("_far", ascending=False)
         for cat in FUNNEL_COLOURS:
             sub = df[df["funnel_category"] == cat]
             if sub.empty:
                 continue
             idx.append(len(fig.data))
             hover = [
-                f"<b>{r.commune_name}</b><br>{combo.label}: {fmt(r.rate_per_1000)} per 1000 "
-                f"(95% CI {fmt(r.ci95_lower)} to {fmt(r.ci95_upper)})<br>deaths {fmt(r.deaths, 0, thousands=True)} / "
-                f"live births {fmt(r.live_births, 0, thousands=True)}<br>RT {fmt(r.rate_ratio)} · "
-                f"{FUNNEL_LABELS[cat].lower()}"
+                t("funnel.hover", name=r.commune_name, combo=combo.label, rate=fmt(r.rate_per_1000),
+                  ci=fmt_ci(r.ci95_lower, r.ci95_upper), deaths=fmt(r.deaths, 0, thousands=True),
+                  births=fmt(r.live_births, 0, thousands=True), rt=fmt(r.rate_ratio), category=funnel_label(cat).lower())
                 for r in sub.itertuples()
             ]
             with_text = cat not in ("within", "uncategorised")
@@ -116,21 +129,26 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
                     x=nums(sub["live_births"]),
                     y=nums(sub["rate_per_1000"]),
                     mode="markers+text" if with_text else "markers",
-                    name=FUNNEL_LABELS[cat],
+                    name=funnel_label(cat),
                     legendgroup=cat,
-                    marker=dict(color=FUNNEL_COLOURS[cat], size=9, line=dict(width=0.8, color="#333")),
+                    marker=dict(color=FUNNEL_COLOURS[cat], size=10, symbol=FUNNEL_SYMBOLS[cat],
+                                line=dict(width=1.4 if FUNNEL_SYMBOLS[cat].endswith("-open") else 0.8,
+                                          color=FUNNEL_COLOURS[cat] if FUNNEL_SYMBOLS[cat].endswith("-open") else "#333")),
                     text=sub["commune_name"].tolist(),
                     textposition=sub["_pos"].tolist(),
                     textfont=dict(size=LABEL_FONT_PX, color=FUNNEL_COLOURS[cat]),
                     hovertext=hover,
                     hovertemplate="%{hovertext}<extra></extra>",
-                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, funnel_category=cat,
+                    meta=dict(figure="funnel", region_code=region_code, combo=combo.key, funnel_category=cat, limits=kind,
                               **({"narrow": {"mode": "markers"}} if with_text else {})),
                 )
             )
         groups.append(idx)
-        labels.append(combo.label)
-        layouts.append({"title.text": f"{combo.label}: funnel plot<br>against the regional rate, {region_name}",
+        labels.append(t(f"funnel.option.{kind}", combo=combo.label))
+        dispersion = "" if kind == "exact" or curve.empty else t(
+            "funnel.dispersion", phi=fmt(curve["phi"].iloc[0]), tau2=fmt(curve["tau2"].iloc[0], 4))
+        layouts.append({"title.text": t(f"funnel.title.{kind}", combo=combo.label, region=region_name,
+                                        dispersion=dispersion),
                         "xaxis.range": [lx0, lx1], "yaxis.range": [0, y_top]})
     visibilities = visibility(groups, len(fig.data))
     apply_default_visibility(fig, visibilities[0])
@@ -140,13 +158,13 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
             margin=MARGIN,
             title=dict(text=layouts[0]["title.text"], xref="paper", x=0, xanchor="left", y=1 - 12 / HEIGHT,
                        yanchor="top", font=dict(size=15)),
-            xaxis=dict(type="log", title=dict(text="Live births in the period (log scale)"), showline=True,
+            xaxis=dict(type="log", title=dict(text=t("funnel.xaxis")), showline=True,
                        linecolor="#999", ticks="outside", range=layouts[0]["xaxis.range"]),
-            yaxis=dict(title=dict(text="Pooled rate per 1000 live births"), zeroline=False,
+            yaxis=dict(title=dict(text=t("funnel.yaxis")), zeroline=False,
                        range=layouts[0]["yaxis.range"]),
-            updatemenus=dropdown(labels, visibilities, layouts),
         )
     )
     legend_below(fig)
-    fig.layout.meta = dict(narrow=narrow_layout(fig, {"margin.l": 50, "margin.b": 150}))
+    fig.layout.meta = dict(menu=menu(labels, visibilities, layouts), menu_label=t("menu.funnel"),
+                           narrow=narrow_layout({"margin.l": 50, "margin.b": 150}))
     return fig

@@ -13,30 +13,23 @@ import pandas as pd
 
 from infant_mortality.report.common import (
     TREND_COLOURS,
-    TREND_LABELS,
+    TREND_DASHES,
     base_layout,
-    dropdown,
     fmt,
+    fmt_apc_short,
     indicator_order,
     indicator_short,
+    menu,
     narrow_layout,
     nums,
     to_int,
+    trend_label,
 )
+from infant_mortality.report.i18n import t
 from infant_mortality.report.tables import esc
 
 GRID = dict(max_cols=3, min_panel_px=300, row_px=320, row_px_narrow=300, gap_px=90, hspace=0.08)
 MEASURES = ("D", "R", "PAR", "PAF", "avoidable_deaths", "SII", "RII", "CIX")
-MEASURE_LABELS = {
-    "D": "D, rate difference q1 − q5 (per 1000)",
-    "R": "R, rate ratio q1 / q5",
-    "PAR": "PAR, area rate − q5 rate (per 1000)",
-    "PAF": "PAF, % of the area's rate",
-    "avoidable_deaths": "Avoidable deaths (at the q5 rate)",
-    "SII": "SII, slope index of inequality (per 1000)",
-    "RII": "RII, relative index of inequality",
-    "CIX": "CIX, concentration index",
-}
 
 
 def _select(df: pd.DataFrame, level: str, code: str, **eq) -> pd.DataFrame:
@@ -77,8 +70,7 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
                                           arrayminus=nums(rate - q["ci95_lower"].astype(float)), color="#6a1b9a", width=4),
                              customdata=[[to_int(n), to_int(d), to_int(b)] for n, d, b in
                                          zip(q["n_communes"], q["deaths"], q["live_births"])],
-                             hovertemplate="quintile %{x}: %{y:.2f} per 1000<br>%{customdata[0]} communes, "
-                                           "%{customdata[1]} deaths / %{customdata[2]} births<extra></extra>",
+                             hovertemplate=t("inequity.hover.quintile"),
                              showlegend=False, meta=dict(figure="inequity", kind="quintiles", indicator=ind,
                                                          stratifier=strat)))
             dep = _select(deprivation, level, code, indicator=ind, stratifier=strat, period_start=start,
@@ -88,14 +80,13 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
             data.append(dict(type="scatter", x=nums(dep["value"]), y=nums(dep["rate_per_1000"]), xaxis="x2",
                              yaxis="y2", mode="markers", marker=dict(size=7, color="#455a64", opacity=0.8),
                              text=dep["commune_name"].tolist(),
-                             hovertemplate="<b>%{text}</b><br>deprivation %{x:.1f}<br>rate %{y:.2f} per 1000"
-                                           "<extra></extra>",
+                             hovertemplate=t("inequity.hover.commune"),
                              showlegend=False, meta=dict(figure="inequity", kind="communes", indicator=ind,
                                                          stratifier=strat)))
             idx.append(len(data))
             data.append(dict(type="scatter", x=nums(dep["value"]), y=nums(dep["fitted_rate_per_1000"]), xaxis="x2",
                              yaxis="y2", mode="lines", line=dict(color="#c62828", width=2.2),
-                             hovertemplate="fitted gradient %{y:.2f} per 1000<extra></extra>", showlegend=False,
+                             hovertemplate=t("inequity.hover.gradient"), showlegend=False,
                              meta=dict(figure="inequity", kind="gradient", indicator=ind, stratifier=strat)))
             yearly = _select(inequality, level, code, indicator=ind, stratifier=strat, measure="RII",
                              period_kind="single_year").sort_values("period_start")
@@ -105,29 +96,31 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
                              yaxis="y3", mode="markers", marker=dict(size=7, color="#000"),
                              error_y=dict(type="data", symmetric=False, array=nums(yearly["ci95_upper"].astype(float) - est),
                                           arrayminus=nums(est - yearly["ci95_lower"].astype(float)), color="#9e9e9e", width=3),
-                             hovertemplate="%{x}: RII %{y:.2f}<extra></extra>", showlegend=False,
+                             hovertemplate=t("inequity.hover.rii"), showlegend=False,
                              meta=dict(figure="inequity", kind="yearly_rii", indicator=ind, stratifier=strat)))
             tr = _select(gap_trends, level, code, indicator=ind, stratifier=strat, period_start=start,
                          period_end=end)
-            trend_txt = "no trend"
+            trend_txt = t("inequity.no_trend")
             if not tr.empty and pd.notna(tr.iloc[0]["intercept_log10"]) and pd.notna(tr.iloc[0]["slope_log10"]):
-                t = tr.iloc[0]
+                row = tr.iloc[0]
                 years = list(range(start, end + 1))
-                cls = t["trend"]
+                cls = row["trend"]
                 idx.append(len(data))
-                data.append(dict(type="scatter", x=years, y=[10 ** (t["intercept_log10"] + t["slope_log10"] * y)
+                data.append(dict(type="scatter", x=years, y=[10 ** (row["intercept_log10"] + row["slope_log10"] * y)
                                                              for y in years],
                                  xaxis="x3", yaxis="y3", mode="lines",
-                                 line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2),
+                                 line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2,
+                                           dash=TREND_DASHES.get(cls, "solid")),
                                  hoverinfo="skip", showlegend=False,
                                  meta=dict(figure="inequity", kind="rii_trend", indicator=ind, stratifier=strat,
-                                           gap_change=t["gap_change"])))
-                trend_txt = (f"{TREND_LABELS.get(cls, cls).lower()}, APC {fmt(t['apc'], 1, signed=True)}%: "
-                             f"the gap {t['gap_change']}")
+                                           gap_change=row["gap_change"])))
+                trend_txt = t("inequity.trend", cls=trend_label(cls).lower(), apc=fmt_apc_short(row["apc"]),
+                              gap=gap_label(row["gap_change"]))
             label = stratifier_labels.get(strat, strat)
-            options.append(dict(idx=idx, label=f"{indicator_short(ind)} · {label}",
-                                title=f"{indicator_short(ind)} {start}-{end} by {label}<br>{area_name}",
-                                rii=f"Yearly RII; trend: {trend_txt}"))
+            options.append(dict(idx=idx, label=t("inequity.option", ind=indicator_short(ind), strat=label),
+                                title=t("inequity.title", ind=indicator_short(ind), period=f"{start}-{end}",
+                                        strat=label, area=area_name),
+                                rii=t("inequity.rii_title", trend=trend_txt)))
     if not options:
         return None
     n = len(data)
@@ -143,8 +136,8 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
     def titles(o):
         return [dict(text=text, xref=f"{ax} domain", yref=f"{ay} domain", x=0.5, y=1.0, xanchor="center",
                      yanchor="bottom", showarrow=False, font=dict(size=12))
-                for text, ax, ay in (("Rate by quintile (1 = most deprived)", "x", "y"),
-                                     ("Communes and the fitted Poisson gradient", "x2", "y2"),
+                for text, ax, ay in ((t("inequity.panel.quintiles"), "x", "y"),
+                                     (t("inequity.panel.communes"), "x2", "y2"),
                                      (o["rii"], "x3", "y3"))]
 
     layouts = [{"title.text": o["title"], "annotations": titles(o)} for o in options]
@@ -153,24 +146,26 @@ def inequity_figure(quintiles, deprivation, inequality, gap_trends, stratifier_l
         title=dict(text=options[0]["title"], x=0, xref="paper", xanchor="left", y=0.98, yanchor="top",
                    font=dict(size=15)),
         annotations=titles(options[0]),
-        xaxis=dict(anchor="y", dtick=1, title=dict(text="quintile"), showline=True, linecolor="#bbb"),
-        yaxis=dict(anchor="x", rangemode="tozero", title=dict(text="per 1000")),
-        xaxis2=dict(anchor="y2", title=dict(text="deprivation (higher = more deprived)"), showline=True,
+        xaxis=dict(anchor="y", dtick=1, title=dict(text=t("inequity.axis.quintile")), showline=True, linecolor="#bbb"),
+        yaxis=dict(anchor="x", rangemode="tozero", title=dict(text=t("per_1000.short"))),
+        xaxis2=dict(anchor="y2", title=dict(text=t("inequity.axis.deprivation")), showline=True,
                     linecolor="#bbb"),
         yaxis2=dict(anchor="x2", rangemode="tozero"),
         xaxis3=dict(anchor="y3", dtick=2, showline=True, linecolor="#bbb"),
         yaxis3=dict(anchor="x3", type="log", title=dict(text="RII")),
-        updatemenus=dropdown([o["label"] for o in options], vis, layouts),
     )
-    layout["meta"] = dict(grid=dict(GRID, n=3), narrow=narrow_layout(None, {"margin.l": 45}),
-                          options=[o["label"] for o in options])
-    if layout["updatemenus"]:
-        layout["meta"]["narrow"].update({"updatemenus[0].x": 0, "updatemenus[0].xanchor": "left"})
+    layout["meta"] = dict(grid=dict(GRID, n=3), narrow=narrow_layout({"margin.l": 45}),
+                          options=[o["label"] for o in options], menu_label=t("menu.inequity"),
+                          menu=menu([o["label"] for o in options], vis, layouts))
     return dict(data=data, layout=layout)
 
 
+def gap_label(gap: str | None) -> str:
+    return t(f"gap.{gap}") if gap else ""
+
+
 def measures_table(inequality: pd.DataFrame, gap_trends: pd.DataFrame, stratifier_labels: dict, level: str,
-                   code: str) -> str:
+                   code: str, area_name: str) -> str:
     """The summary measures of the full window, first indicator, every stratifier."""
     rows = _select(inequality, level, code, period_kind="full_window")
     if rows.empty:
@@ -189,19 +184,20 @@ def measures_table(inequality: pd.DataFrame, gap_trends: pd.DataFrame, stratifie
                 continue
             r = r.iloc[0]
             digits = 3 if m == "CIX" else (1 if m in ("PAF", "avoidable_deaths") else 2)
-            cells.append(f'<td class="num">{fmt(r["estimate"], digits)} ({fmt(r["ci95_lower"], digits)} to '
-                         f'{fmt(r["ci95_upper"], digits)})</td>')
-        body.append(f"<tr><td>{esc(MEASURE_LABELS[m])}</td>{''.join(cells)}</tr>")
+            text = t("inequity.estimate", est=fmt(r["estimate"], digits), lo=fmt(r["ci95_lower"], digits),
+                     hi=fmt(r["ci95_upper"], digits))
+            cells.append(f'<td class="num">{text}</td>')
+        body.append(f"<tr><th scope=\"row\">{esc(t(f'inequity.measure.{m}'))}</th>{''.join(cells)}</tr>")
     gap = []
     for s in strats:
-        t = gap_trends[(gap_trends["area_level"] == level) & (gap_trends["area_code"] == code)
+        g = gap_trends[(gap_trends["area_level"] == level) & (gap_trends["area_code"] == code)
                        & (gap_trends["indicator"] == ind) & (gap_trends["stratifier"] == s)]
-        t = t.sort_values("period_end", ascending=False).assign(span=t["period_end"] - t["period_start"])
-        t = t.sort_values("span", ascending=False)
-        gap.append(f"<td>{esc(t.iloc[0]['gap_change']) if not t.empty else ''}</td>")
-    body.append(f"<tr><td>Yearly RII trend: the gap</td>{''.join(gap)}</tr>")
+        g = g.sort_values("period_end", ascending=False).assign(span=g["period_end"] - g["period_start"])
+        g = g.sort_values("span", ascending=False)
+        gap.append(f"<td>{esc(gap_label(g.iloc[0]['gap_change'])) if not g.empty else ''}</td>")
+    body.append(f"<tr><th scope=\"row\">{esc(t('inequity.table.gap'))}</th>{''.join(gap)}</tr>")
     period = f"{int(rows.iloc[0]['period_start'])}-{int(rows.iloc[0]['period_end'])}"
-    return (f"<p>{esc(indicator_short(ind))} {period}: estimate (95% CI) by stratifier, from "
-            "<code>marts.fct_inequality</code> and <code>marts.fct_inequality_trends</code>.</p>"
-            f'<div class="table-wrap"><table class="data" id="inequality-{esc(code)}"><thead><tr><th>Measure</th>'
-            f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+    return (f"<p>{t('inequity.table.intro', ind=esc(indicator_short(ind)), period=period)}</p>"
+            f'<div class="table-wrap" tabindex="0" role="region" aria-label="{esc(t("inequity.table.label", area=area_name))}">'
+            f'<table class="data" id="inequality-{esc(code)}"><thead><tr><th scope="col">'
+            f"{esc(t('inequity.table.measure'))}</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")

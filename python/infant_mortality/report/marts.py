@@ -17,10 +17,11 @@ DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
                   "fct_commune_vs_region", "fct_funnel_limits", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
-                  "fct_inequality_trends")
+                  "fct_inequality_trends", "fct_trend_segments", "fct_commune_screening", "fct_external_benchmarks")
 
 # The dbt vars the report states (their values are the build's, from meta_build.vars_json).
-THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float}
+THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float,
+                  "trend_min_deaths": int}
 
 
 class ReportError(RuntimeError):
@@ -34,6 +35,8 @@ class Settings:
     unreliable_below_deaths: int
     comparison_alpha: float
     trend_p_threshold: float
+    trend_min_deaths: int
+    exceedance_probability_threshold: float
     trend_method: str = ""  # fct_trends.method of the headline (meta_build)
     trend_method_label: str = ""
     trend_ci_level: float = 0.95
@@ -57,6 +60,10 @@ class Marts:
     geojson: dict
     inequity: dict[str, pd.DataFrame]
     indicators: list[Indicator]
+    other_trends: pd.DataFrame  # fct_trends of the second method shown beside the headline's
+    segments: pd.DataFrame  # fct_trend_segments
+    screening: pd.DataFrame  # fct_commune_screening of the headline method
+    benchmarks: pd.DataFrame  # fct_external_benchmarks
 
 
 def default_warehouse() -> Path:
@@ -112,6 +119,10 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
                                                      "fct_commune_deprivation", "fct_inequality",
                                                      "fct_inequality_trends")},
             indicators=_indicators(read("dim_indicator")),
+            other_trends=trends[trends["method"] == second_method(settings.trend_method)].reset_index(drop=True),
+            segments=read("fct_trend_segments"),
+            screening=read("fct_commune_screening").query("is_headline_method").reset_index(drop=True),
+            benchmarks=read("fct_external_benchmarks"),
         )
     finally:
         con.close()
@@ -124,13 +135,22 @@ def _settings(meta: pd.DataFrame) -> Settings:
     row = meta.iloc[0].to_dict()
     values = json.loads(row.get("vars_json") or "{}")
     missing = [k for k in THRESHOLD_VARS if values.get(k) is None]
-    if missing or not row.get("trend_method"):
-        raise ReportError(f"marts.meta_build has no {', '.join(missing or ['trend_method'])}: the warehouse was "
+    missing += [c for c in ("trend_method", "exceedance_probability_threshold") if row.get(c) is None]
+    if missing:
+        raise ReportError(f"marts.meta_build has no {', '.join(missing)}: the warehouse was "
                           "built by an older version; rebuild it with `make warehouse`.")
     thresholds = {k: cast(values[k]) for k, cast in THRESHOLD_VARS.items()}
     return Settings(**thresholds, trend_method=row["trend_method"], trend_method_label=row["trend_method_label"],
-                    trend_ci_level=float(row["trend_ci_level"]), count_basis=row.get("count_basis"), built_at=str(row.get("built_at") or "") or None,
-                    git_commit=row.get("git_commit") or None)
+                    trend_ci_level=float(row["trend_ci_level"]),
+                    exceedance_probability_threshold=float(row["exceedance_probability_threshold"]),
+                    count_basis=row.get("count_basis"),
+                    built_at=str(row.get("built_at") or "") or None, git_commit=row.get("git_commit") or None)
+
+
+def second_method(headline: str) -> str:
+    """The trend method shown beside the headline's: the study's Prais-Winsten and the count
+    model check each other (fct_trends.classes_agree compares these two)."""
+    return "poisson" if headline != "poisson" else "prais_winsten"
 
 
 def _geojson(comparison: pd.DataFrame) -> dict:
@@ -144,8 +164,9 @@ def _geojson(comparison: pd.DataFrame) -> dict:
 def _indicators(dim: pd.DataFrame) -> list[Indicator]:
     """`marts.dim_indicator` rows, in its order, as the report names them."""
     dim = dim.sort_values("sort_order", na_position="last")
-    return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_en"] or r["indicator"],
-                      r["abbreviation_en"] or r["indicator"].upper(), r["ages_en"] or "")
+    return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_es"] or r["indicator"],
+                      r["ages_es"] or "", r["abbreviation_en"] or r["indicator"].upper(),
+                      r["name_en"] or r["indicator"], r["ages_en"] or "")
             for r in dim.to_dict("records")]
 
 

@@ -17,23 +17,43 @@ import pandas as pd
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from infant_mortality.report.choropleth import EXCEEDANCE_SIGNIFICANT, choropleth_figure
+from infant_mortality.report.benchmarks import (
+    BENCHMARK_HEADERS,
+    benchmark_figure,
+    benchmark_finding,
+    benchmark_rows,
+    benchmark_table_rows,
+)
+from infant_mortality.report.choropleth import choropleth_figure
 from infant_mortality.report.common import (
-    TREND_LABELS,
     combos_of,
     fmt,
     fmt_apc,
+    fmt_ci,
     indicator_long,
     indicator_order,
     indicator_short,
     indicators,
+    method_label,
+    num,
+    trend_has_class,
+    trend_label,
     use_indicators,
+    use_trend_ci_level,
+)
+from infant_mortality.report.findings import (
+    funnel_finding,
+    inequity_finding,
+    map_finding,
+    ranking_finding,
+    trends_finding,
 )
 from infant_mortality.report.funnel import funnel_figure
-from infant_mortality.report.inequity import inequity_figure, measures_table
+from infant_mortality.report.i18n import DEFAULT_LANGUAGE, MESSAGES, js_messages, language, pick, t, use_language
+from infant_mortality.report.inequity import gap_label, inequity_figure, measures_table
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
 from infant_mortality.report.ranking import ranking_figure
-from infant_mortality.report.tables import audit_html, comparison_table, esc
+from infant_mortality.report.tables import audit_html, comparison_table, esc, table_box
 from infant_mortality.report.trends import trends_figure
 
 # The region shown first: the Metropolitan Region, the study's.
@@ -62,8 +82,8 @@ def decode_spec(text: str) -> dict:
 
 
 class FigureStore:
-    """Collects the figures' and tables' data; `div()` returns a figure's placeholder,
-    `scripts()` the data elements (`<id>-data`)."""
+    """Collects the figures' and tables' data; `figure()` returns a figure's block (its menu, its
+    placeholder and its text alternative), `scripts()` the data elements (`<id>-data`)."""
 
     def __init__(self):
         self.specs: dict[str, str] = {}
@@ -71,9 +91,31 @@ class FigureStore:
     def add(self, data_id: str, value) -> None:
         self.specs[data_id] = encode_spec(figure_json(value))
 
-    def div(self, fig_id: str, fig) -> str:
+    def figure(self, fig_id: str, fig, finding: str, data_note: str = "") -> str:
+        """The figure in a <figure>: its menu (an HTML select, reachable by keyboard), the plot, and
+        as caption the finding (its text alternative) and where its data table is."""
         self.add(fig_id, fig)
-        return f'<div class="figure" id="{fig_id}" data-fig="{fig_id}-data"></div>'
+        meta = (fig["layout"] if isinstance(fig, dict) else fig.layout.to_plotly_json()).get("meta") or {}
+        options = meta.get("menu") or []
+        select = ""
+        if options:
+            opts = "".join(f'<option value="{i}">{esc(o["label"])}</option>' for i, o in enumerate(options))
+            select = (f'<p class="figure-menu"><label for="{fig_id}-menu">{esc(meta.get("menu_label", ""))}:</label> '
+                      f'<select id="{fig_id}-menu" class="figure-select" data-figure="{fig_id}">{opts}</select></p>')
+        return (f'<figure class="chart" aria-labelledby="{fig_id}-finding">{select}'
+                f'<div class="figure" id="{fig_id}" data-fig="{fig_id}-data"></div>'
+                f'<figcaption class="finding" id="{fig_id}-finding"><b>{esc(t("finding.label"))}</b> {esc(finding)}'
+                f"{(' ' + data_note) if data_note else ''}</figcaption></figure>")
+
+    def data_table(self, table_id: str, summary: str, headers: list[str], rows: list[list], opened: bool = False) -> str:
+        """A figure's data as a sortable table in a <details> (closed unless `opened`), filled by
+        report.js when shown."""
+        self.add(table_id, {"rows": [["", cells] for cells in rows]})
+        head = "".join(f'<th scope="col" title="{esc(t("table.sort"))}">{esc(h)}</th>' for h in headers)
+        table = (f'<table class="data sortable" id="{table_id}" data-rows="{table_id}-data">'
+                 f"<thead><tr>{head}</tr></thead><tbody></tbody></table>")
+        return (f'<details class="figure-data"{" open" if opened else ""}><summary>{esc(summary)}</summary>'
+                f"{table_box(table_id, summary, table)}</details>")
 
     def scripts(self) -> str:
         return "\n".join(
@@ -87,43 +129,44 @@ class FigureStore:
 # --------------------------------------------------------------------------------------------
 
 
+def method_name(s: Settings) -> str:
+    """The headline trend method as the page names it (the build's, from meta_build)."""
+    return method_label(s.trend_method, s.trend_method_label)
+
+
 def glossary_html(present: list[str], s: Settings) -> str:
     rows = [
-        (indicator_long(code), f"deaths at ages {ind.ages} in the year, per 1000 live births of the year "
-         "(mother's commune of residence)" + ("" if code in present else "; not in this warehouse"))
+        (indicator_long(code), t("glossary.indicator", ages=ind.ages)
+         + ("" if code in present else t("glossary.absent")))
         for code, ind in indicators().items()
     ]
     rows += [
-        ("Pooled rate", "sum of deaths / sum of live births over the period's years, times 1000 (never an average of "
-         "yearly rates); 95% CI: exact Poisson (Garwood) limits."),
-        ("RT, razón de tasas (RR, rate ratio)", "commune rate / region rate (the region includes the commune)."),
-        ("RAP, riesgo atribuible poblacional (excess rate, PAR)", "commune rate − region rate, per 1000 live births."),
-        ("RAP% (attributable percent, AR%)", "100 (commune rate − region rate) / commune rate = 100 (RT − 1) / RT."),
-        ("Significantly higher / lower", f"two-sided mid-p < {s.comparison_alpha:g} of the exact conditional test of "
-         "the commune against the rest of the region (the region minus the commune)."),
-        ("Unreliable", f"fewer than {s.unreliable_below_deaths} deaths (CDC/NCHS convention): the rate is shown, but "
-         "read it with care."),
-        ("Trend, APC (annual percent change, variación porcentual anual)",
-         "Prais-Winsten regression of log10(rate) on year with AR(1) errors; APC = (10^slope − 1) × 100; "
-         f"increasing / decreasing when p < {s.trend_p_threshold:g}, else stationary."),
+        (t("glossary.pooled"), t("glossary.pooled.text")),
+        (t("glossary.rt"), t("glossary.rt.text")),
+        (t("glossary.rap"), t("glossary.rap.text")),
+        (t("glossary.rap_pct"), t("glossary.rap_pct.text")),
+        (t("glossary.significant"), t("glossary.significant.text", alpha=fmt(s.comparison_alpha, 2))),
+        (t("glossary.unreliable"), t("glossary.unreliable.text", n=s.unreliable_below_deaths)),
+        (t("glossary.trend"), t("glossary.trend.text", method=method_name(s), p=fmt(s.trend_p_threshold, 2))),
     ]
-    body = "".join(f"<tr><td><b>{esc(k)}</b></td><td>{esc(v)}</td></tr>" for k, v in rows)
+    body = "".join(f'<tr><th scope="row">{esc(k)}</th><td>{esc(v)}</td></tr>' for k, v in rows)
     return f'<table class="glossary">{body}</table>'
 
 
 def _trend_text(tr: dict | None) -> str:
     if tr is None:
-        return "trend: none in <code>marts.fct_trends</code>"
-    return (f"trend {int(tr['period_start'])}-{int(tr['period_end'])}: "
-            f"<b>{esc(TREND_LABELS.get(tr['trend'], tr['trend']).lower())}</b>, {esc(fmt_apc(tr))} per year")
+        return t("headline.no_trend")
+    period = f"{int(tr['period_start'])}-{int(tr['period_end'])}"
+    if not trend_has_class(tr):
+        return t("headline.trend_none", period=period, cls=esc(trend_label(tr["trend"]).lower()))
+    return t("headline.trend", period=period, cls=esc(trend_label(tr["trend"]).lower()), apc=esc(fmt_apc(tr)))
 
 
 def _rate_text(label: str, reg: dict | None) -> str:
     if reg is None:
-        return f"{label}: no pooled rate (a year without a rate; see Data quality)"
-    return (f"{label} <b>{fmt(reg['rate_per_1000'])}</b> per 1000 live births (95% CI {fmt(reg['ci95_lower'])} to "
-            f"{fmt(reg['ci95_upper'])}; {fmt(reg['deaths'], 0, thousands=True)} deaths, "
-            f"{fmt(reg['live_births'], 0, thousands=True)} live births)")
+        return t("headline.no_rate", label=label)
+    return t("headline.rate", label=label, rate=fmt(reg["rate_per_1000"]), ci=fmt_ci(reg["ci95_lower"], reg["ci95_upper"]),
+             deaths=fmt(reg["deaths"], 0, thousands=True), births=fmt(reg["live_births"], 0, thousands=True))
 
 
 def headline_html(name: str, level: str, code: str, comparison: pd.DataFrame, area_periods: pd.DataFrame,
@@ -136,13 +179,12 @@ def headline_html(name: str, level: str, code: str, comparison: pd.DataFrame, ar
         combo = next(c for c in combos if c.indicator == ind)
         df = combo.select(comparison)
         n_hi, n_lo = int((df.comparison == "higher").sum()), int((df.comparison == "lower").sum())
-        rest = "the rest of the region" if level == "region" else "the rest of their region"
         items.append(
             f"<li><b>{esc(indicator_short(ind))} {combo.period_label}</b>: "
-            f"{_rate_text(level if level == 'region' else 'country', pooled_rate(area_periods, combo))}; "
+            f"{_rate_text(t('headline.' + level), pooled_rate(area_periods, combo))}; "
             f"{_trend_text(trend_row(trends_w, level, code, ind))}. "
-            f"<b>{n_hi}</b> of {len(df)} communes significantly <span class='higher'>higher</span> and "
-            f"<b>{n_lo}</b> significantly <span class='lower'>lower</span> than {rest}.</li>"
+            + t("headline.counts" if level == "region" else "headline.counts_country", n_hi=n_hi, n=len(df), n_lo=n_lo)
+            + "</li>"
         )
     return f'<div class="headline"><b>{esc(name)}</b><ul>{"".join(items)}</ul></div>'
 
@@ -160,15 +202,36 @@ class RegionFigures:
     funnel: object
     map: object
     trends: dict  # indicator -> figure
+    trend_series: dict  # indicator -> the series drawn (see `_series`)
 
 
-def _series(rates: pd.DataFrame, trends_w: pd.DataFrame, level: str, areas, ind: str):
-    """(code, name, yearly rows, trend row) of each area, in the order given."""
+@dataclass
+class TrendMarts:
+    """The trend rows the figures show: the headline method's and the second method's (each in the
+    window the report shows) and the joinpoint segments."""
+
+    headline: pd.DataFrame
+    other: pd.DataFrame
+    segments: pd.DataFrame
+
+    @classmethod
+    def of(cls, marts: Marts) -> "TrendMarts":
+        windows = trend_windows(marts.trends)
+        return cls(trends_in_window(marts.trends, windows), trends_in_window(marts.other_trends, windows),
+                   trends_in_window(marts.segments, windows))
+
+
+def _series(rates: pd.DataFrame, tm: TrendMarts, level: str, areas, ind: str):
+    """(code, name, yearly rows, headline trend row, second method's row, joinpoint segments) of
+    each area, in the order given."""
     out = []
     for code, name in areas:
         rows = rates[(rates.area_level == level) & (rates.area_code == code) & (rates.indicator == ind)]
         if not rows.empty:
-            out.append((code, name, rows, trend_row(trends_w, level, code, ind)))
+            seg = tm.segments
+            seg = seg[(seg.area_level == level) & (seg.area_code == code) & (seg.indicator == ind)]
+            out.append((code, name, rows, trend_row(tm.headline, level, code, ind), trend_row(tm.other, level, code, ind),
+                        seg))
     return out
 
 
@@ -179,68 +242,97 @@ def region_figures(marts: Marts, region_code: str) -> RegionFigures:
     area_periods = marts.area_rates[(marts.area_rates.area_level == "region")
                                     & (marts.area_rates.area_code == region_code)]
     windows = trend_windows(marts.trends)
-    trends_w = trends_in_window(marts.trends, windows)
+    tm = TrendMarts.of(marts)
+    trends_w = tm.headline
     trends_region = trends_w[trends_w.region_code == region_code]
     smoothed = marts.smoothed[marts.smoothed.commune_code.isin(comp.commune_code)]
+    method = method_name(marts.settings)
     fig_map = choropleth_figure(comp, smoothed, marts.communes, marts.geojson,
-                                trends_region[trends_region.area_level == "commune"], region_name, region_code, windows)
+                                trends_region[trends_region.area_level == "commune"], region_name, region_code,
+                                method, marts.settings.exceedance_probability_threshold, windows)
     names = comp[["commune_code", "commune_name"]].drop_duplicates().sort_values("commune_name")
-    trend_figs = {}
+    trend_figs, series = {}, {}
     for ind in indicator_order(comp.indicator.unique()):
-        series = (_series(marts.rates, trends_w, "region", [(region_code, f"{region_name} (region)")], ind)
-                  + _series(marts.rates, trends_w, "commune", names.itertuples(index=False), ind))
-        trend_figs[ind] = trends_figure(series, ind, region_code)
+        series[ind] = (_series(marts.rates, tm, "region", [(region_code, t("trends.region_suffix", name=region_name))],
+                               ind)
+                       + _series(marts.rates, tm, "commune", names.itertuples(index=False), ind))
+        trend_figs[ind] = trends_figure(series[ind], ind, region_code, method, marts.settings.trend_min_deaths)
     return RegionFigures(region_code, region_name, ranking_figure(comp, area_periods, region_name, region_code,
                                                                   marts.settings),
                          funnel_figure(comp, area_periods, marts.funnel_limits[marts.funnel_limits.region_code == region_code],
-                                       region_name, region_code), fig_map, trend_figs)
+                                       region_name, region_code), fig_map, trend_figs, series)
 
 
-def _trend_caption(ind: str, window, area: str, count_basis: str) -> str:
-    return (
-        f'<p class="caption">{esc(indicator_long(ind))}: yearly rates per 1000 live births (points) with exact '
-        f"Poisson 95% CIs (whiskers), {area}; the line is the Prais-Winsten trend "
-        f"{'' if window is None else f'{window[0]}-{window[1]}'} of <code>marts.fct_trends</code>, "
-        "log10(rate) = intercept_log10 + slope_log10 × year (red increasing, blue decreasing, grey stationary), "
-        "with its class and APC (annual percent change) in each title. Years with a zero rate are left out of the "
-        f"log-scale fit; unavailable years are not plotted. Each panel has its own vertical scale. Source: "
-        f"<code>marts.fct_area_year_rates</code> and <code>marts.fct_trends</code>; counts: {esc(count_basis)}.</p>"
-    )
+def _trend_caption(ind: str, window, area: str, count_basis: str, method: str) -> str:
+    text = t("trends.caption", ind=esc(indicator_long(ind)), area=esc(area), method=esc(method),
+             window="" if window is None else f"{window[0]}-{window[1]}", basis=esc(count_basis))
+    return f'<p class="caption">{text}</p>'
 
 
-def _trend_blocks(store: FigureStore, figs: dict, prefix: str, windows: dict, area: str, count_basis: str) -> list[str]:
+
+def _trend_table(store: FigureStore, table_id: str, series, ind: str) -> str:
+    """The data of a trends figure: per area its class, APC and yearly rates (the marts' values)."""
+    years = sorted({int(y) for _, _, rows, *_ in series for y in rows["year"]})
+    rows = []
+    for _, name, yearly, trend, _, _ in series:
+        by_year = dict(zip(yearly["year"].astype(int), yearly["rate_per_1000"]))
+        rows.append([name, trend_label(trend["trend"]) if trend else "", fmt_apc(trend) if trend_has_class(trend) else "",
+                     *[[fmt(by_year.get(y)), num(by_year.get(y))] for y in years]])
+    return store.data_table(table_id, t("data.trends", ind=indicator_short(ind)),
+                            [t("col.area"), t("col.trend"), t("col.apc"), *[str(y) for y in years]], rows)
+
+
+def _trend_blocks(store: FigureStore, figs: dict, series: dict, prefix: str, windows: dict, area: str,
+                  count_basis: str, method: str, findings: dict) -> list[str]:
     parts = []
     for j, (ind, fig) in enumerate(figs.items()):
-        caption = _trend_caption(ind, windows.get(ind), area, count_basis)
-        fig_div = store.div(f"{prefix}-{ind}", fig)
+        caption = _trend_caption(ind, windows.get(ind), area, count_basis, method)
+        block = (store.figure(f"{prefix}-{ind}", fig, findings[ind])
+                 + _trend_table(store, f"data-{prefix}-{ind}", series[ind], ind))
         if j == 0:
-            parts.append(f"<h4>{esc(indicator_long(ind))}</h4>{caption}{fig_div}")
+            parts.append(f"<h4>{esc(indicator_long(ind))}</h4>{caption}{block}")
         else:
-            parts.append(f"<details><summary>{esc(indicator_long(ind))}</summary>{caption}{fig_div}</details>")
+            parts.append(f"<details><summary>{esc(indicator_long(ind))}</summary>{caption}{block}</details>")
     return parts
 
 
+def _trend_findings(series: dict, level: str, area_name: str, members: str) -> dict:
+    out = {}
+    for ind, ser in series.items():
+        ref = ser[0][3] if ser else None
+        member_trends = pd.DataFrame([{"trend": s[3]["trend"]} for s in ser[1:] if s[3] is not None],
+                                     columns=["trend"])
+        out[ind] = trends_finding(area_name, ind, ref, member_trends, members)
+    return out
+
+
 def inequity_html(marts: Marts, store: FigureStore, level: str, code: str, name: str, heading: str) -> str:
-    """Section "Desigualdad / Inequity" of an area: empty when the area has no inequity rows."""
+    """Section "Desigualdad" of an area: empty when the area has no inequity rows."""
     q = marts.inequity
-    labels = q["dim_stratifier"].set_index("stratifier")["label_en"].to_dict()
+    labels = {r["stratifier"]: pick(r["label_es"], r["label_en"]) for r in q["dim_stratifier"].to_dict("records")}
     fig = inequity_figure(q["fct_rates_by_quintile"], q["fct_commune_deprivation"], q["fct_inequality"],
                           q["fct_inequality_trends"], labels, level, code, name)
     if fig is None:
         return ""
+    first = next(tr for tr in fig["data"] if tr["visible"])["meta"]
+    ind, strat = first["indicator"], first["stratifier"]
+    rii = [tr for tr in fig["data"] if tr["visible"] and tr["meta"]["kind"] == "rii_trend"]
+    gap = gap_label(rii[0]["meta"]["gap_change"]) if rii else ""
+    finding = inequity_finding(q["fct_inequality"], level, code, name, ind, strat, labels.get(strat, strat), gap)
+    quint = next(tr for tr in fig["data"] if tr["visible"] and tr["meta"]["kind"] == "quintiles")
+    rows = [[str(x), [fmt(y), y], [str(cd[0]), cd[0]], [fmt(cd[1], 0, thousands=True), cd[1]],
+             [fmt(cd[2], 0, thousands=True), cd[2]]]
+            for x, y, cd in zip(quint["x"], quint["y"], quint["customdata"])]
+    table = store.data_table(f"data-fig-inequity-{code}",
+                             t("data.inequity", ind=indicator_short(ind), strat=labels.get(strat, strat)),
+                             [t("col.quintile"), t("col.rate_per_1000"), t("col.n_communes"), t("col.deaths"),
+                              t("col.live_births")], rows)
     return "\n".join([
         f"<h3>{heading}</h3>",
-        '<p class="caption">Does infant mortality follow poverty? Communes are ordered from most to least deprived '
-        "by the stratifier (higher value = more deprived) and grouped into quintiles of live births (q1 most "
-        "deprived, q5 least, the reference). Left: the pooled rate of each quintile with its exact 95% CI "
-        "(<code>marts.fct_rates_by_quintile</code>). Middle: each commune's pooled rate against its deprivation, "
-        "with the rate fitted by the Poisson regression on the commune's rank behind the SII and RII "
-        "(<code>marts.fct_commune_deprivation</code>). Right: the RII of each single year with its 95% CI and its "
-        "Prais-Winsten trend (<code>marts.fct_inequality</code>, <code>marts.fct_inequality_trends</code>): is the "
-        "gap widening, narrowing or holding? Definitions: <code>docs/methods.md</code>. The menu switches indicator "
-        "and stratifier.</p>",
-        store.div(f"fig-inequity-{code}", fig),
-        measures_table(q["fct_inequality"], q["fct_inequality_trends"], labels, level, code),
+        f'<p class="caption">{t("inequity.caption", method=esc(method_name(marts.settings)))}</p>',
+        store.figure(f"fig-inequity-{code}", fig, finding),
+        table,
+        measures_table(q["fct_inequality"], q["fct_inequality_trends"], labels, level, code, name),
     ])
 
 
@@ -252,25 +344,56 @@ def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
         return ""
     code, name = country.iloc[0]
     windows = trend_windows(marts.trends)
-    trends_w = trends_in_window(marts.trends, windows)
+    tm = TrendMarts.of(marts)
+    trends_w = tm.headline
     area_periods = marts.area_rates[marts.area_rates.area_level == "country"]
     regions = (marts.rates[marts.rates.area_level == "region"][["area_code", "area_name"]].drop_duplicates()
                .sort_values("area_code").itertuples(index=False))
     regions = list(regions)
-    figs = {}
+    method = method_name(marts.settings)
+    figs, series = {}, {}
     for ind in indicator_order(marts.comparison.indicator.unique()):
-        series = (_series(marts.rates, trends_w, "country", [(code, f"{name} (country)")], ind)
-                  + _series(marts.rates, trends_w, "region", regions, ind))
-        figs[ind] = trends_figure(series, ind, code)
+        series[ind] = (_series(marts.rates, tm, "country", [(code, t("trends.country_suffix", name=name))], ind)
+                       + _series(marts.rates, tm, "region", regions, ind))
+        figs[ind] = trends_figure(series[ind], ind, code, method, marts.settings.trend_min_deaths)
+    findings = _trend_findings(series, "country", name, t("finding.members.regions"))
     parts = [f'<section class="country-block" data-area="{esc(code)}">',
-             f"<h2>{esc(name)}: the country ({len(regions)} regions)</h2>",
+             f"<h2>{t('country.heading', name=esc(name), n=len(regions))}</h2>",
              headline_html(name, "country", code, marts.comparison, area_periods, trends_w),
-             "<h3>Trends of the country and its regions (Prais-Winsten)</h3>",
-             *_trend_blocks(store, figs, f"fig-trends-{code}", windows, "the country first, then the regions",
-                            count_basis),
-             inequity_html(marts, store, "country", code, name, "Desigualdad / Inequity (the country)"),
+             f"<h3>{t('country.trends', method=esc(method))}</h3>",
+             *_trend_blocks(store, figs, series, f"fig-trends-{code}", windows, t("country.trends.area"),
+                            count_basis, method, findings),
+             benchmarks_html(marts, store, code),
+             inequity_html(marts, store, "country", code, name, t("country.inequity")),
              "</section>"]
     return "\n".join(parts)
+
+
+def benchmarks_html(marts: Marts, store: FigureStore, code: str) -> str:
+    """The country against UN IGME, first indicator (the table and a small figure)."""
+    ind = indicator_order(marts.comparison.indicator.unique())[0]
+    rows = benchmark_rows(marts.benchmarks, ind)
+    compared = rows[rows["unavailable_reason"].isna()]
+    head = f"<h3>{esc(t('bench.heading'))}</h3>"
+    if compared.empty:
+        reasons = ", ".join(sorted(rows["unavailable_reason"].dropna().unique())) or t("finding.none")
+        return head + f'<p class="note">{esc(t("bench.unavailable", reasons=reasons))}</p>'
+    return (head + f'<p class="caption">{t("bench.caption", ind=esc(indicator_short(ind)))}</p>'
+            + store.figure(f"fig-benchmarks-{code}", benchmark_figure(compared, ind), benchmark_finding(compared))
+            + store.data_table(f"data-fig-benchmarks-{code}", t("bench.data"), [t(h) for h in BENCHMARK_HEADERS],
+                               benchmark_table_rows(compared), opened=True))
+
+
+def screening_html(screening: pd.DataFrame, combo, code: str, method: str) -> str:
+    """The region's communes by screening category, the worse-and-worsening first."""
+    df = combo.select(screening[screening["region_code"] == code]).sort_values(["screening_order", "commune_name"])
+    if df.empty:
+        return ""
+    items = "".join(f"<li><b>{esc(t('screening.' + cat))}</b> ({len(g)}): {esc(', '.join(g['commune_name']))}</li>"
+                    for cat, g in df.groupby("screening_category", sort=False))
+    return (f"<h3>{esc(t('screening.heading'))}</h3>"
+            f'<p class="caption">{t("screening.caption", method=esc(method), combo=esc(combo.label))}</p>'
+            f'<ul class="screening">{items}</ul>')
 
 
 def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_basis: str, shown: bool) -> str:
@@ -281,84 +404,62 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
     area_periods = marts.area_rates[(marts.area_rates.area_level == "region") & (marts.area_rates.area_code == code)]
     combos = combos_of(comp)
     default = combos[0]
+    reg = pooled_rate(area_periods, default)
     s = marts.settings
-    dropdown_note = (
-        " Use the menu at the top of the figure to switch indicator and period." if len(combos) > 1 else ""
-    )
+    method = method_name(s)
+    menu_note = t("region.menu_note") if len(combos) > 1 else ""
+    table_note = t("finding.table_note", table=f"comparison-table-{code}")
     parts = [f'<section class="region-block" data-region="{esc(code)}"{"" if shown else " style=display:none"}>']
-    parts.append(f"<h2>{esc(name)} ({comp.commune_code.nunique()} communes)</h2>")
+    parts.append(f"<h2>{t('region.heading', name=esc(name), n=comp.commune_code.nunique())}</h2>")
     parts.append(headline_html(name, "region", code, comp, area_periods, trends_w))
+    parts.append(screening_html(marts.screening, default, code, method))
     no_rate = comp[comp["rate_per_1000"].isna()]
     if not no_rate.empty:
         items = ", ".join(f"{r.commune_name} ({indicator_short(r.indicator)} {r.period_label})"
                           for r in no_rate.sort_values(["commune_name", "indicator", "period_start"]).itertuples())
-        parts.append(f'<p class="note">No pooled rate, so not in the figures (no live births, or no rate in a year '
-                     f"of the period; see Data quality): {esc(items)}.</p>")
+        parts.append(f'<p class="note">{t("region.no_rate", items=esc(items))}</p>')
 
-    parts.append("<h3>1. Ranking of communes (pooled rates)</h3>")
-    parts.append(
-        f'<p class="caption">Each commune\'s pooled rate over the period (deaths / live births × 1000) with its exact '
-        f"Poisson 95% confidence interval, sorted from highest (top) to lowest; the dashed vertical line is the "
-        f"region's pooled rate, the grey band its 95% CI (<code>marts.fct_area_period_rates</code>). Red: significantly "
-        f"higher, blue: significantly lower than the rest of the region (mid-p &lt; {s.comparison_alpha:g}); grey: no "
-        f"significant difference. Open markers: fewer than {s.unreliable_below_deaths} deaths (unreliable). Hover for "
-        f"RT, RAP and RAP%. Default: {esc(default.label)}.{dropdown_note} Source: "
-        f"<code>marts.fct_commune_vs_region</code>; counts: {esc(count_basis)}.</p>"
-    )
-    parts.append(store.div(f"fig-ranking-{code}", figs.ranking))
+    parts.append(f"<h3>{t('ranking.heading')}</h3>")
+    caption = t("ranking.caption", alpha=fmt(s.comparison_alpha, 2), n=s.unreliable_below_deaths,
+                default=esc(default.label), menu=menu_note, basis=esc(count_basis))
+    parts.append(f'<p class="caption">{caption}</p>')
+    parts.append(store.figure(f"fig-ranking-{code}", figs.ranking,
+                              ranking_finding(comp, default, name, reg), table_note))
 
-    parts.append("<h3>2. Trends by commune (Prais-Winsten)</h3>")
-    parts += _trend_blocks(store, figs.trends, f"fig-trends-{code}", windows,
-                           "the region first, then the communes alphabetically", count_basis)
+    parts.append(f"<h3>{t('trends.heading', method=esc(method))}</h3>")
+    series = figs.trend_series
+    parts += _trend_blocks(store, figs.trends, series, f"fig-trends-{code}", windows, t("region.trends.area"),
+                           count_basis, method, _trend_findings(series, "region", name, t("finding.members.communes")))
 
-    parts.append("<h3>3. Funnel plot</h3>")
-    parts.append(
-        f'<p class="caption">Each commune\'s pooled rate against its number of live births (log scale). The funnels are '
-        f"the exact Poisson control limits around the region's pooled rate (solid line) for a commune of that size: "
-        f"95% (dashed) and 99.8% (dotted). A commune outside the funnel differs from the region more than chance "
-        f"alone would explain at that level; small communes need large deviations. Colours: "
-        f"<code>funnel_category</code> of <code>marts.fct_commune_vs_region</code> (the commune against the whole "
-        f"region, so it can differ from the red/blue test against the rest of the region in the ranking); communes "
-        f"outside the 95% limits are named (on a phone, tap a point for its name). "
-        f"Default: {esc(default.label)}.{dropdown_note}</p>"
-    )
-    parts.append(store.div(f"fig-funnel-{code}", figs.funnel))
+    parts.append(f"<h3>{t('funnel.heading')}</h3>")
+    parts.append(f'<p class="caption">{t("funnel.caption", default=esc(default.label), menu=menu_note)}</p>')
+    parts.append(store.figure(f"fig-funnel-{code}", figs.funnel, funnel_finding(comp, default, name, reg), table_note))
 
-    parts.append("<h3>4. Map</h3>")
+    parts.append(f"<h3>{t('map.heading')}</h3>")
     meta = figs.map.layout.meta or {}
     missing = meta.get("not_on_map") or []
-    parts.append(
-        '<p class="caption">The communes on their boundaries (IDE Chile, División Político-Administrativa 2023, '
-        "simplified for display; no background map: the report works offline), coloured by the measure chosen in the "
-        "menu: the crude pooled rate of <code>marts.fct_commune_vs_region</code>; the empirical Bayes smoothed rate of "
-        "<code>marts.fct_smoothed_rates</code> (the crude rate pulled towards the region's, the more so the fewer the "
-        "births: a small commune's extreme crude rate is mostly noise); RT (blue below 1, red above, log scale); the "
-        "probability that the commune's true rate exceeds its region's (<code>prob_exceeds_region</code>); or the trend "
-        "class. Both rate scales are the same, from the 10th to the 90th percentile of the region's rates (beyond them the colour saturates). A "
-        f"thick black outline marks the significant communes: mid-p &lt; {s.comparison_alpha:g} against the rest of "
-        f"the region (rates, RT), or a probability of exceeding above {EXCEEDANCE_SIGNIFICANT:g}. Hover or tap a "
-        "commune for its numbers."
-        + (f" Not on the map (no polygon, or far off the mainland such as an island): {esc(', '.join(missing))}."
-           if missing else "") + "</p>"
-    )
-    parts.append(store.div(f"fig-map-{code}", figs.map))
+    caption = t("map.caption", alpha=fmt(s.comparison_alpha, 2), cut=fmt(s.exceedance_probability_threshold, 2))
+    if missing:
+        caption += t("map.not_on_map", names=esc(", ".join(missing)))
+    parts.append(f'<p class="caption">{caption}</p>')
+    opts = {(o["measure"], o["combo"]): o["significant"] for o in meta.get("options", [])}
+    exceeding = opts.get(("exceedance", default.key))
+    parts.append(store.figure(f"fig-map-{code}", figs.map,
+                              map_finding(comp, default, name, opts.get(("crude", default.key), []), exceeding,
+                                          s.exceedance_probability_threshold),
+                              table_note))
     sig_items = []
     for opt in meta.get("options", []):
         if opt["measure"] in ("rate_ratio", "exceedance"):
-            names_ = ", ".join(opt["significant"]) or "none"
+            names_ = ", ".join(opt["significant"]) or t("finding.none")
             sig_items.append(f"<li><b>{esc(opt['label'])}</b>: {esc(names_)}</li>")
     if sig_items:
-        parts.append("<details><summary>Which communes are outlined (significant)</summary>"
-                     f"<ul>{''.join(sig_items)}</ul></details>")
+        parts.append(f"<details><summary>{esc(t('map.outlined'))}</summary><ul>{''.join(sig_items)}</ul></details>")
 
-    parts.append(inequity_html(marts, store, "region", code, name, "5. Desigualdad / Inequity"))
-    parts.append("<h3>6. Table: every commune against the region</h3>")
-    parts.append(
-        '<p class="caption">All rows of <code>marts.fct_commune_vs_region</code> for the region. RT, RAP, RAP% and '
-        "excess deaths compare the commune with the whole region; <i>RR vs rest</i>, the mid-p value and <i>vs rest</i> "
-        "compare it with the rest of the region (the region minus the commune). Rank 1 is the highest rate.</p>"
-    )
-    table_html, table_rows = comparison_table(f"comparison-table-{code}", comp, combos)
+    parts.append(inequity_html(marts, store, "region", code, name, t("region.inequity")))
+    parts.append(f'<h3 id="comparison-table-{code}-heading">{t("table.heading")}</h3>')
+    parts.append(f'<p class="caption">{t("table.caption")}</p>')
+    table_html, table_rows = comparison_table(f"comparison-table-{code}", comp, combos, name)
     store.add(f"comparison-table-{code}", table_rows)
     parts.append(table_html)
     parts.append("</section>")
@@ -366,11 +467,13 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
 
 
 def _count_basis(marts: Marts) -> str:
-    return marts.settings.count_basis or "count basis not recorded"
+    return marts.settings.count_basis or t("header.no_basis")
 
 
-def build_html(marts: Marts) -> str:
+def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
+    use_language(lang)
     use_indicators(marts.indicators)
+    use_trend_ci_level(marts.settings.trend_ci_level)
     comparison = marts.comparison
     # Region names as the region's own rows carry them (one per region).
     names = (marts.rates[marts.rates.area_level == "region"].drop_duplicates("area_code")
@@ -389,20 +492,23 @@ def build_html(marts: Marts) -> str:
         opts = "".join(f'<option value="{esc(c)}"{" selected" if c == first else ""}>{esc(c)} · {esc(n)}</option>'
                        for c, n in regions)
         selector = (
-            f'<p class="region-picker"><label for="region-select"><b>Region:</b></label> '
-            f'<select id="region-select" class="region-select">{opts}</select> '
-            f'<a href="#regions">to the region</a></p>'
+            f'<p class="region-picker"><label for="region-select"><b>{esc(t("picker.label"))}</b></label> '
+            f'<select id="region-select" class="region-select" data-default="{esc(first)}">{opts}</select> '
+            f'<a href="#regions">{esc(t("picker.jump"))}</a></p>'
+            '<p class="note" id="region-notice" role="status" hidden></p>'
         )
     years = marts.rates["year"]
     period = f"{int(years.min())}-{int(years.max())}" if len(years) else ""
-    title = "Infant mortality by commune"
+    title = t("page.title")
     scope = "Chile" if country else ", ".join(n for _, n in regions)
     generated = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
-    built = f" Warehouse built {esc(marts.settings.built_at)}" + (
-        f" from commit <code>{esc(marts.settings.git_commit)}</code>" if marts.settings.git_commit else "") + "."
+    built = (t("header.built", when=esc(marts.settings.built_at))
+             + (t("header.commit", commit=esc(marts.settings.git_commit)) if marts.settings.git_commit else "") + ".")
     basis_cls = ' class="generated-data"' if "generat" in count_basis.lower() else ""
+    messages = dict(js_messages(), locale=language())
+    messages_json = json.dumps(messages, ensure_ascii=False).replace("</", "<\\/")
     return f"""<!DOCTYPE html>
-<html lang="en">
+<html lang="{language()}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -412,10 +518,10 @@ def build_html(marts: Marts) -> str:
 </head>
 <body>
 <header>
-<h1>{esc(title)} · Mortalidad infantil por comuna</h1>
-<p>{esc(scope)}, {period}. Indicators: {esc(", ".join(indicator_short(i) for i in present))}.</p>
-<p{basis_cls}>Counts: {esc(count_basis)}.</p>
-<p>Generated {generated} from <code>{esc(marts.warehouse.name)}</code> (schema <code>marts</code>).{built}</p>
+<h1>{esc(title)}</h1>
+<p>{t("header.scope", scope=esc(scope), period=period, inds=esc(", ".join(indicator_long(i) for i in present)))}</p>
+<p{basis_cls}>{t("header.counts", basis=esc(count_basis))}</p>
+<p>{t("header.generated", when=generated, file=esc(marts.warehouse.name))}{built}</p>
 </header>
 <main>
 <div id="js-errors"></div>
@@ -423,16 +529,14 @@ def build_html(marts: Marts) -> str:
 {country}
 <span id="regions"></span>
 {"".join(blocks)}
-<h2>Definitions</h2>
+<h2>{esc(t("definitions.heading"))}</h2>
 {glossary_html(present, marts.settings)}
-<h2>Data quality</h2>
-<p class="caption">Findings of <code>marts.audit_data_quality</code>. Those listed change published numbers (e.g. a
-commune-year whose rate is unavailable and is left out of pooled comparisons and trend fits); the rest are recorded for
-transparency only.</p>
+<h2>{esc(t("quality.heading"))}</h2>
+<p class="caption">{t("quality.caption")}</p>
 {audit_html(marts.audit, marts.communes)}
-<footer>Report generated by <code>python -m infant_mortality.report</code>. All data and plotly.js are embedded in this
-file; it needs no internet connection. Methods: <code>docs/methods.md</code>.</footer>
+<footer>{t("footer")}</footer>
 </main>
+<script type="application/json" id="report-messages">{messages_json}</script>
 <script type="application/octet-stream" id="plotly-js">{encode_spec(get_plotlyjs())}</script>
 {store.scripts()}
 <script>{static_text("report.js")}</script>
@@ -441,8 +545,8 @@ file; it needs no internet connection. Methods: <code>docs/methods.md</code>.</f
 """
 
 
-def write_report(marts: Marts, output) -> Path:
-    text = build_html(marts)
+def write_report(marts: Marts, output, lang: str = DEFAULT_LANGUAGE) -> Path:
+    text = build_html(marts, lang)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")

@@ -7,24 +7,26 @@ import plotly.graph_objects as go
 
 from infant_mortality.report.common import (
     COMPARISON_COLOURS,
-    COMPARISON_LABELS,
+    COMPARISON_SYMBOLS,
     apply_default_visibility,
     base_layout,
     combos_of,
-    dropdown,
+    comparison_label,
     fmt,
     legend_below,
+    menu,
     narrow_layout,
     num,
     nums,
     visibility,
     with_rate,
 )
+from infant_mortality.report.i18n import t
 from infant_mortality.report.marts import Settings, pooled_rate
 
 RANKING_CUSTOMDATA = (
     "commune_name ci95_lower ci95_upper deaths live_births rate_ratio rate_ratio_ci95_lower "
-    "rate_ratio_ci95_upper excess_rate_per_1000 attributable_percent p_value comparison "
+    "rate_ratio_ci95_upper excess_rate_per_1000 attributable_percent p_value comparison_text "
     "rank_in_region n_years"
 ).split()
 
@@ -43,6 +45,7 @@ def ranking_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_
     for combo in combos:
         df = with_rate(combo.select(comparison)).sort_values("rate_per_1000")
         df = df.assign(comparison=df["comparison"].fillna("untested"))
+        df = df.assign(comparison_text=[t(f"comparison.short.{c}") for c in df["comparison"]])
         order = df["commune_name"].tolist()
         idx = []
         for comp in ("higher", "similar", "lower", "untested"):
@@ -56,12 +59,12 @@ def ranking_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_
                     x=nums(rate),
                     y=sub["commune_name"].tolist(),
                     mode="markers",
-                    name=COMPARISON_LABELS[comp],
+                    name=comparison_label(comp),
                     legendgroup=comp,
                     marker=dict(
                         color=COMPARISON_COLOURS[comp],
-                        size=8,
-                        symbol=["circle-open" if u else "circle" for u in sub["is_unreliable"]],
+                        size=9,
+                        symbol=[COMPARISON_SYMBOLS[comp] + ("-open" if u else "") for u in sub["is_unreliable"]],
                         line=dict(width=1.5, color=COMPARISON_COLOURS[comp]),
                     ),
                     error_x=dict(
@@ -77,20 +80,12 @@ def ranking_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_
                         [num(v) if not isinstance(v, str) else v for v in row]
                         for row in sub[RANKING_CUSTOMDATA].itertuples(index=False)
                     ],
-                    hovertemplate=(
-                        "<b>%{customdata[0]}</b> (rank %{customdata[12]} of " + str(n_communes) + ")<br>"
-                        + combo.label
-                        + ": %{x:.2f} per 1000 live births<br>95% CI %{customdata[1]:.2f} to %{customdata[2]:.2f}"
-                        "<br>deaths %{customdata[3]:,} / live births %{customdata[4]:,} (%{customdata[13]} years)"
-                        "<br>RT (rate ratio) %{customdata[5]:.2f} (95% CI %{customdata[6]:.2f} to %{customdata[7]:.2f})"
-                        "<br>RAP (excess rate) %{customdata[8]:+.2f} per 1000 · RAP% %{customdata[9]:+.1f}%"
-                        "<br>vs rest of region: %{customdata[11]} (mid-p %{customdata[10]:.3f})<extra></extra>"
-                    ),
+                    hovertemplate=t("ranking.hover", n=n_communes, combo=combo.label),
                     meta=dict(figure="ranking", region_code=region_code, combo=combo.key, comparison=comp),
                 )
             )
         reg = pooled_rate(area_periods, combo)
-        title = f"{combo.label}: pooled rate per 1000 live births<br>{region_name}"
+        title = t("ranking.title", combo=combo.label, region=region_name)
         shapes, annotations = [], []
         if reg is not None:
             shapes = [
@@ -101,7 +96,7 @@ def ranking_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_
             ]
             annotations = [
                 dict(xref="x", yref="paper", x=reg["rate_per_1000"], y=1.0, yanchor="bottom", showarrow=False,
-                     text=f"Region {fmt(reg['rate_per_1000'])}", font=dict(size=12))
+                     text=t("ranking.region_line", rate=fmt(reg["rate_per_1000"])), font=dict(size=12))
             ]
         groups.append(idx)
         labels.append(combo.label)
@@ -111,11 +106,11 @@ def ranking_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_
     legend_idx = []
     # Legend-only keys for the symbols that are not traces of their own.
     legend_idx.append(len(fig.data))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="Regional pooled rate (dashed line; grey band: its 95% CI)",
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=t("ranking.legend.region"),
                              line=dict(color="#222", dash="dash"), hoverinfo="skip",
                              meta=dict(figure="ranking", legend_only=True)))
     legend_idx.append(len(fig.data))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"Open marker: fewer than {settings.unreliable_below_deaths} deaths (unreliable)",
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=t("ranking.legend.unreliable", n=settings.unreliable_below_deaths),
                              marker=dict(symbol="circle-open", color="#555", size=8), hoverinfo="skip",
                              meta=dict(figure="ranking", legend_only=True)))
     visibilities = visibility(groups, len(fig.data), always=legend_idx)
@@ -127,19 +122,19 @@ def ranking_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, region_
             margin=dict(l=160, r=30, t=110, b=125),
             title=dict(text=layouts[0]["title.text"], xref="paper", x=0, xanchor="left", y=1 - 12 / height,
                        yanchor="top", font=dict(size=15)),
-            xaxis=dict(title=dict(text="Rate per 1000 live births (point and exact Poisson 95% CI)"),
+            xaxis=dict(title=dict(text=t("ranking.xaxis")),
                        rangemode="tozero", zeroline=False, side="bottom", showline=True, linecolor="#999",
                        mirror=False, ticks="outside"),
             yaxis=dict(type="category", categoryorder="array", categoryarray=layouts[0]["yaxis.categoryarray"],
                        automargin=True, tickfont=dict(size=11), showgrid=True, gridcolor="#f0f0f0"),
             shapes=layouts[0]["shapes"],
             annotations=layouts[0]["annotations"],
-            updatemenus=dropdown(labels, visibilities, layouts),
         )
     )
     legend_below(fig)
-    fig.layout.meta = dict(narrow=narrow_layout(fig, {"margin.l": 8, "margin.b": 170, "yaxis.tickfont.size": 9,
-                                                      "xaxis.title.text": "Rate per 1000 live births (95% CI)"}))
+    fig.layout.meta = dict(menu=menu(labels, visibilities, layouts), menu_label=t("menu.combo"),
+                           narrow=narrow_layout({"margin.l": 8, "margin.b": 170, "yaxis.tickfont.size": 9,
+                                                 "xaxis.title.text": t("ranking.xaxis.narrow")}))
     return fig
 
 

@@ -7,7 +7,8 @@ import html
 
 import pandas as pd
 
-from infant_mortality.report.common import fmt, fmt_p, indicator_short, num
+from infant_mortality.report.common import fmt, fmt_p, funnel_label, indicator_short, num
+from infant_mortality.report.i18n import t
 
 
 def esc(x) -> str:
@@ -24,34 +25,54 @@ def _cell(value, text=None, numeric=False, cls=None) -> str:
     return f"<td{cls_attr}{sort}>{esc(text if text is not None else value)}</td>"
 
 
+# (mart column, digits or None for text, shown by default). The column chooser shows the others.
 COMPARISON_COLUMNS = [
-    ("Commune", "commune_name", None),
-    ("Code", "commune_code", None),
-    ("Indicator", "indicator", None),
-    ("Period", "period_label", None),
-    ("Years", "n_years", 0),
-    ("Deaths", "deaths", 0),
-    ("Live births", "live_births", 0),
-    ("Rate /1000", "rate_per_1000", 2),
-    ("CI low", "ci95_lower", 2),
-    ("CI high", "ci95_upper", 2),
-    ("Region rate", "region_rate_per_1000", 2),
-    ("RT", "rate_ratio", 2),
-    ("RT CI low", "rate_ratio_ci95_lower", 2),
-    ("RT CI high", "rate_ratio_ci95_upper", 2),
-    ("RAP /1000", "excess_rate_per_1000", 2),
-    ("RAP%", "attributable_percent", 1),
-    ("Excess deaths", "excess_deaths", 1),
-    ("RR vs rest", "rest_rate_ratio", 2),
-    ("mid-p", "p_value", 3),
-    ("vs rest", "comparison", None),
-    ("Funnel", "funnel_category", None),
-    ("Rank", "rank_in_region", 0),
-    ("Unreliable", "is_unreliable", None),
+    ("commune_name", None, True),
+    ("commune_code", None, False),
+    ("indicator", None, False),
+    ("period_label", None, False),
+    ("n_years", 0, False),
+    ("deaths", 0, True),
+    ("live_births", 0, True),
+    ("rate_per_1000", 2, True),
+    ("ci95_lower", 2, True),
+    ("ci95_upper", 2, True),
+    ("region_rate_per_1000", 2, False),
+    ("rate_ratio", 2, True),
+    ("rate_ratio_ci95_lower", 2, False),
+    ("rate_ratio_ci95_upper", 2, False),
+    ("excess_rate_per_1000", 2, False),
+    ("attributable_percent", 1, False),
+    ("excess_deaths", 1, True),
+    ("rest_rate_ratio", 2, False),
+    ("p_value", 3, True),
+    ("comparison", None, True),
+    ("funnel_category", None, False),
+    ("rank_in_region", 0, True),
+    ("is_unreliable", None, True),
 ]
 
 
-def comparison_table(table_id: str, comparison: pd.DataFrame, combos) -> tuple[str, dict]:
+def column_chooser(table_id: str, columns: list[tuple[str, bool]]) -> str:
+    """Checkboxes that show or hide a table's columns (report.js); `columns`: (label, shown)."""
+    boxes = "".join(
+        f'<label><input type="checkbox" data-table="{table_id}" data-col="{i}"{" checked" if shown else ""}> '
+        f"{esc(label)}</label>"
+        for i, (label, shown) in enumerate(columns)
+    )
+    return (f'<details class="column-chooser"><summary>{esc(t("table.columns"))} '
+            f'<span class="hint">({esc(t("table.columns_hint"))})</span></summary>'
+            f'<div class="columns">{boxes}</div></details>')
+
+
+def table_box(table_id: str, label: str, table_html: str) -> str:
+    """A table in a box that scrolls (keyboard-focusable, named, with a hint shown by report.js when
+    the box has more than it shows)."""
+    return (f'<div class="table-wrap" tabindex="0" role="region" aria-label="{esc(label)}" '
+            f'data-hint-for="{table_id}">{table_html}</div><p class="scroll-hint" id="{table_id}-hint" hidden></p>')
+
+
+def comparison_table(table_id: str, comparison: pd.DataFrame, combos, region_name: str) -> tuple[str, dict]:
     """The table's HTML (header and filter; the body is filled by report.js when the region is
     shown) and its rows: each row is [combo key, cells], a cell a text or [text, sort value,
     class]. Texts are formatted here, so the page and the table format numbers alike."""
@@ -60,21 +81,24 @@ def comparison_table(table_id: str, comparison: pd.DataFrame, combos) -> tuple[s
         _combo=[f"{r.indicator}|{int(r.period_start)}|{int(r.period_end)}" for r in comparison.itertuples()]
     )
     df = df.assign(_order=df["_combo"].map(order)).sort_values(["_order", "rank_in_region"])
-    head = "".join(f"<th title='click to sort'>{esc(label)}</th>" for label, _, _ in COMPARISON_COLUMNS)
+    head = "".join(f'<th scope="col" title="{esc(t("table.sort"))}">{esc(t(f"col.{col}"))}</th>'
+                   for col, _, _ in COMPARISON_COLUMNS)
     rows = []
     for r in df.to_dict("records"):
         cells = []
-        for _, col, digits in COMPARISON_COLUMNS:
+        for col, digits, _ in COMPARISON_COLUMNS:
             v = r[col]
             if col == "indicator":
                 cells.append(indicator_short(v))
             elif col == "p_value":
                 cells.append([fmt_p(v), num(v)])
             elif col == "is_unreliable":
-                cells.append("yes" if v is True or v == 1 else "")
+                cells.append(t("yes") if v is True or v == 1 else "")
             elif col == "comparison":
                 v = v if isinstance(v, str) else ""
-                cells.append([v, None, v if v in ("higher", "lower") else None])
+                cells.append([t(f"comparison.short.{v}") if v else "", None, v if v in ("higher", "lower") else None])
+            elif col == "funnel_category":
+                cells.append(funnel_label(v) if isinstance(v, str) else "")
             elif digits is None:
                 cells.append("" if v is None or (isinstance(v, float) and v != v) else str(v))
             else:
@@ -84,12 +108,15 @@ def comparison_table(table_id: str, comparison: pd.DataFrame, combos) -> tuple[s
     options = "".join(
         f'<option value="{esc(c.key)}"{" selected" if i == 0 else ""}>{esc(c.label)}</option>'
         for i, c in enumerate(combos)
-    ) + '<option value="">all indicators and periods</option>'
+    ) + f'<option value="">{esc(t("table.all"))}</option>'
+    table = (f'<table class="data sortable" id="{table_id}" data-rows="{table_id}-data">'
+             f"<thead><tr>{head}</tr></thead><tbody></tbody></table>")
     html_ = (
-        f'<p>Show: <select class="table-filter" data-table="{table_id}">{options}</select> '
-        "(click a column header to sort)</p>"
-        f'<div class="table-wrap"><table class="data sortable" id="{table_id}" data-rows="{table_id}-data">'
-        f"<thead><tr>{head}</tr></thead><tbody></tbody></table></div>"
+        f'<p><label for="{table_id}-filter">{esc(t("table.show"))}:</label> '
+        f'<select id="{table_id}-filter" class="table-filter" data-table="{table_id}">{options}</select> '
+        f"{esc(t('table.sort_hint'))}</p>"
+        + column_chooser(table_id, [(t(f"col.{col}"), shown) for col, _, shown in COMPARISON_COLUMNS])
+        + table_box(table_id, t("table.label", region=region_name), table)
     )
     return html_, {"rows": rows}
 
@@ -98,18 +125,20 @@ def audit_html(audit: pd.DataFrame, communes: pd.DataFrame) -> str:
     names = dict(zip(communes.commune_code, communes.commune_name))
     affects = audit[audit["affects_results"].fillna(False).astype(bool)]
     others = audit[~audit["affects_results"].fillna(False).astype(bool)]
-    cols = [("Check", "check_name"), ("Record", "record_key"), ("Commune", "commune_code"), ("Year", "year"),
-            ("Indicator", "indicator"), ("Observed", "observed_value"), ("Records", "records_affected"),
-            ("Consequence", "consequence"), ("Source", "source"), ("File", "source_file"), ("Line", "source_line")]
+    # (mart column, shown by default)
+    cols = [("check_name", True), ("record_key", False), ("commune_code", True), ("year", True), ("indicator", True),
+            ("observed_value", False), ("records_affected", True), ("consequence", True), ("source", False),
+            ("source_file", False), ("source_line", False)]
+    label = {"commune_code": "col.commune"}
     out = []
     if affects.empty:
-        out.append("<p>No data-quality finding changes any published number.</p>")
+        out.append(f"<p>{esc(t('audit.none'))}</p>")
     else:
-        head = "".join(f"<th>{esc(c)}</th>" for c, _ in cols)
+        head = "".join(f'<th scope="col">{esc(t(label.get(c, f"col.{c}")))}</th>' for c, _ in cols)
         rows = []
         for r in affects.sort_values(["check_name", "commune_code", "year"], na_position="last").to_dict("records"):
             cells = []
-            for _, col in cols:
+            for col, _ in cols:
                 v = r.get(col)
                 if v is None or (isinstance(v, float) and pd.isna(v)) or v is pd.NA:
                     cells.append("<td></td>")
@@ -120,23 +149,20 @@ def audit_html(audit: pd.DataFrame, communes: pd.DataFrame) -> str:
                 else:
                     cells.append(_cell(v))
             rows.append(f"<tr>{''.join(cells)}</tr>")
-        out.append(
-            f"<p><b>{len(affects)}</b> finding(s) change published numbers:</p>"
-            f'<div class="table-wrap"><table class="data sortable" id="audit-table"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table></div>"
-        )
+        table = (f'<table class="data sortable" id="audit-table"><thead><tr>{head}</tr></thead>'
+                 f"<tbody>{''.join(rows)}</tbody></table>")
+        out.append(f"<p>{t('audit.affects', n=len(affects))}</p>"
+                   + column_chooser("audit-table", [(t(label.get(c, f"col.{c}")), shown) for c, shown in cols])
+                   + table_box("audit-table", t("quality.heading"), table))
     if others.empty:
-        out.append("<p>No other findings.</p>")
+        out.append(f"<p>{esc(t('audit.no_others'))}</p>")
     else:
         summary = others.groupby("check_name").agg(n=("check_name", "size"), records=("records_affected", "sum"))
         items = "".join(
-            f"<li><code>{esc(name)}</code>: {int(r.n)} finding(s), {fmt(r.records, 0, thousands=True)} record(s)</li>"
+            f"<li>{t('audit.other_item', name=esc(name), n=int(r.n), records=fmt(r.records, 0, thousands=True))}</li>"
             for name, r in summary.iterrows()
         )
-        out.append(
-            f"<p>{len(others)} other finding(s) are recorded in <code>marts.audit_data_quality</code> that do not "
-            f"change any published number:</p><ul>{items}</ul>"
-        )
+        out.append(f"<p>{t('audit.others', n=len(others))}</p><ul>{items}</ul>")
     return "\n".join(out)
 
 

@@ -12,20 +12,25 @@ import pandas as pd
 from infant_mortality.report.common import (
     FONT,
     TREND_COLOURS,
-    TREND_LABELS,
+    TREND_DASHES,
     base_layout,
     fmt,
     fmt_apc,
+    fmt_apc_short,
     fmt_p,
     indicator_short,
+    method_label,
     narrow_layout,
     num,
     nums,
     to_int,
+    trend_has_class,
+    trend_label,
 )
+from infant_mortality.report.i18n import t
 
 # Panel geometry (px) handed to report.js, which picks the number of columns from the width.
-GRID = dict(max_cols=4, min_panel_px=250, row_px=190, row_px_narrow=160, gap_px=62, hspace=0.045)
+GRID = dict(max_cols=4, min_panel_px=250, row_px=190, row_px_narrow=160, gap_px=84, hspace=0.045)
 
 
 def fitted_line(trend: dict | None):
@@ -41,27 +46,44 @@ def fitted_line(trend: dict | None):
     return grid, 10 ** (a + b * grid), "mart"
 
 
-def _trend_title(name: str, trend: dict | None) -> str:
+def _trend_title(name: str, trend: dict | None, other: dict | None, joinpoints: list[int], min_deaths: int) -> str:
+    """The panel's title: the area, then the headline method's class and APC (only for a valid fit;
+    otherwise why there is none), the second method's APC, and the joinpoint years if any."""
     head = f"<b>{name}</b>"
     if trend is None:
         return head
     cls = trend.get("trend") or "not_estimable"
-    apc = num(trend.get("apc"))
-    detail = TREND_LABELS.get(cls, cls).lower()
-    if apc is not None:
-        detail += f" · APC {fmt(apc, 1, signed=True)}%"
-    return f"{head}<br><span style='color:{TREND_COLOURS.get(cls, '#555')};font-size:11px'>{detail}</span>"
+    if trend_has_class(trend):
+        detail = f"{trend_label(cls).lower()} · {fmt_apc_short(trend.get('apc'))}"
+    elif cls == "insufficient_data":
+        detail = f"{trend_label(cls).lower()}: {t('trend.reason.insufficient_data', n=min_deaths)}"
+    else:
+        detail = f"{trend_label(cls).lower()}: {t('trend.reason.not_estimable')}"
+    colour = TREND_COLOURS.get(cls, "#555") if trend_has_class(trend) else "#555"  # readable, not a class colour
+    lines = [head, f"<span style='color:{colour};font-size:11px'>{detail}</span>"]
+    if trend_has_class(other):
+        agree = "" if trend.get("classes_agree") is not False else t("trends.disagree")
+        lines.append(f"<span style='font-size:10px'>{t('trends.other', method=method_label(other['method'], other['method_label']), apc=fmt_apc_short(other.get('apc')))}{agree}</span>")
+    if joinpoints:
+        lines.append(f"<span style='font-size:10px'>{t('trends.joinpoints', years=', '.join(map(str, joinpoints)))}</span>")
+    return "<br>".join(lines)
 
 
 def trends_figure(
-    series: list[tuple[str, str, pd.DataFrame, dict | None]],
+    series: list[tuple],
     indicator: str,
     region_code: str,
+    method_name: str,
+    min_deaths: int,
 ) -> dict:
     """Small multiples of yearly rates (points, 95% CI whiskers) with the fitted trend line.
 
-    `series` is a list of (area_code, area_name, yearly rows of `fct_area_year_rates`,
-    `fct_trends` row or None), the reference area (region or country) first. Returns the
+    `series` is a list of (area_code, area_name, yearly rows of `fct_area_year_rates`, the
+    headline method's `fct_trends` row or None, the second method's row or None, the area's
+    `fct_trend_segments` rows), the reference area (region or country) first; `method_name` names
+    the headline method, `min_deaths` is the build's `trend_min_deaths`. The line is drawn only for
+    a valid fit; a joinpoint is a dotted vertical line at its year, with the segments' APCs in its
+    tooltip. Returns the
     figure as a plain plotly dict (data, layout): with a country's worth of panels, plotly's
     Python objects would take most of the report's build time validating them.
     """
@@ -69,16 +91,28 @@ def trends_figure(
     all_years = pd.concat([s[2]["year"] for s in series]) if series else pd.Series([2000])
     x_range = [float(all_years.min()) - 0.6, float(all_years.max()) + 0.6]
     layout: dict = {}
-    annotations = []
-    for i, (code, name, rows, trend) in enumerate(series):
+    annotations, shapes = [], []
+    for i, (code, name, rows, trend, other, segments) in enumerate(series):
         suffix = "" if i == 0 else str(i + 1)
         xa, ya = f"x{suffix}", f"y{suffix}"
         layout[f"xaxis{suffix}"] = dict(anchor=ya, range=x_range, dtick=2, tickfont=dict(size=10), showgrid=False,
                                         showline=True, linecolor="#bbb")
         layout[f"yaxis{suffix}"] = dict(anchor=xa, rangemode="tozero", tickfont=dict(size=10), gridcolor="#eee",
                                         zeroline=False)
-        annotations.append(dict(text=_trend_title(name, trend), xref=f"{xa} domain", yref=f"{ya} domain", x=0.5,
-                                y=1.0, xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=12)))
+        segments = segments.sort_values("segment")
+        joinpoints = [int(y) for y in segments["segment_start"].iloc[1:]] if len(segments) > 1 else []
+        # The title's tooltip: why there is no class (the mart's note), the joinpoint segments' APCs.
+        why = [(trend or {}).get("note")] + ([t("trends.segment", start=int(r.segment_start), end=int(r.segment_end),
+                                                apc=fmt_apc_short(r.apc)) for r in segments.itertuples()]
+                                              if joinpoints else [])
+        annotations.append(dict(text=_trend_title(name, trend, other, joinpoints, min_deaths), xref=f"{xa} domain",
+                                yref=f"{ya} domain", x=0.5, y=1.0, xanchor="center", yanchor="bottom",
+                                showarrow=False, font=dict(size=12),
+                                hovertext="<br>".join(w for w in why if isinstance(w, str) and w) or None))
+        for year in joinpoints:
+            shapes.append(dict(type="line", xref=xa, yref=f"{ya} domain", x0=year, x1=year, y0=0, y1=1,
+                               line=dict(color="#7a5195", width=1.2, dash="dot"),
+                               name=f"joinpoint {code} {year}"))
         rows = rows.sort_values("year")
         rate = rows["rate_per_1000"].to_numpy(float)
         data.append(
@@ -101,16 +135,12 @@ def trends_figure(
                 ),
                 customdata=[[num(a), num(b), to_int(d), to_int(nb)] for a, b, d, nb in
                             zip(rows["ci95_lower"], rows["ci95_upper"], rows["deaths"], rows["live_births"])],
-                hovertemplate=(
-                    f"<b>{name}</b> %{{x}}<br>{indicator_short(indicator)} %{{y:.2f}} per 1000"
-                    "<br>95% CI %{customdata[0]:.2f} to %{customdata[1]:.2f}"
-                    "<br>deaths %{customdata[2]:,} / live births %{customdata[3]:,}<extra></extra>"
-                ),
+                hovertemplate=t("trends.hover.rate", name=name, ind=indicator_short(indicator)),
                 showlegend=False,
                 meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator, kind="rates"),
             )
         )
-        grid, fitted, method = fitted_line(trend)
+        grid, fitted, method = fitted_line(trend) if trend_has_class(trend) else (None, None, None)
         if grid is not None:
             cls = trend.get("trend") or "stationary"
             data.append(
@@ -121,19 +151,16 @@ def trends_figure(
                     xaxis=xa,
                     yaxis=ya,
                     mode="lines",
-                    line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2),
-                    hovertemplate=(
-                        f"<b>{name}</b>: Prais-Winsten fit, {TREND_LABELS.get(cls, cls).lower()}<br>"
-                        f"{fmt_apc(trend)}<br>p = {fmt_p(trend.get('p_value'))}, rho = {fmt(trend.get('rho'), 2)}"
-                        "<extra></extra>"
-                    ),
+                    line=dict(color=TREND_COLOURS.get(cls, "#555"), width=2.2, dash=TREND_DASHES.get(cls, "solid")),
+                    hovertemplate=t("trends.hover.fit", name=name, method=method_name, cls=trend_label(cls).lower(),
+                                    apc=fmt_apc(trend), p=fmt_p(trend.get("p_value")), rho=fmt(trend.get("rho"), 2)),
                     showlegend=False,
                     meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator,
                               kind="fit", line_method=method, slope_log10=num(trend.get("slope_log10")),
                               apc=num(trend.get("apc")), trend=cls),
                 )
             )
-    layout = base_layout(margin=dict(l=50, r=20, t=60, b=40), showlegend=False, font=FONT, annotations=annotations,
-                         **layout)
-    layout["meta"] = dict(grid=dict(GRID, n=len(series)), narrow=narrow_layout(None, {"margin.l": 40, "margin.r": 12}))
+    layout = base_layout(margin=dict(l=50, r=20, t=80, b=40), showlegend=False, font=FONT, annotations=annotations,
+                         shapes=shapes, **layout)
+    layout["meta"] = dict(grid=dict(GRID, n=len(series)), narrow=narrow_layout({"margin.l": 40, "margin.r": 12}))
     return dict(data=data, layout=layout)

@@ -8,7 +8,12 @@
 (function () {
   'use strict';
   var NARROW_PX = 600;  // infant_mortality.report.common.NARROW_PX
-  var config = {responsive: true, displaylogo: false, scrollZoom: false,
+  // The page's messages in its language (infant_mortality.report.i18n, keys "js.*").
+  var messages = JSON.parse(document.getElementById('report-messages').textContent);
+  function msg(key, values) {
+    return (messages[key] || key).replace(/\{(\w+)\}/g, function (_, k) { return values && k in values ? values[k] : ''; });
+  }
+  var config = {responsive: true, displaylogo: false, scrollZoom: false, locale: messages.locale,
                 toImageButtonOptions: {format: 'png', scale: 2}};
 
   function decodeText(id) {
@@ -24,6 +29,10 @@
     var s = document.createElement('script');
     s.textContent = src;
     document.head.appendChild(s);
+    // The mode bar's tooltips in the page's language.
+    var dictionary = {};
+    Object.keys(messages).forEach(function (k) { if (k.indexOf('modebar.') === 0) dictionary[k.slice(8)] = messages[k]; });
+    Plotly.register({moduleType: 'locale', name: messages.locale, dictionary: dictionary, format: {}});
     document.documentElement.setAttribute('data-plotly-ms', String(Math.round(performance.now())));
   });
 
@@ -79,15 +88,26 @@
     ['xaxis', 'yaxis'].forEach(function (ax) {
       if (layout[ax] && layout[ax].title) layout[ax].title.text = wrap(layout[ax].title.text, chars);
     });
-    (layout.updatemenus || []).forEach(function (menu) {
-      (menu.buttons || []).forEach(function (b) {
-        if (b.args && b.args[1] && b.args[1]['title.text']) b.args[1]['title.text'] = wrap(b.args[1]['title.text'], chars);
-      });
-    });
   }
 
-  function prepare(spec, width) {
+  // The option chosen in a figure's menu (layout.meta.menu[i].args: plotly's update arguments,
+  // [trace changes, layout changes]; a trace change is one value per trace, null for unchanged).
+  function applyOption(data, layout, option) {
+    var traces = option.args[0] || {}, relayout = option.args[1] || {};
+    Object.keys(traces).forEach(function (k) {
+      var v = traces[k];
+      data.forEach(function (t, i) {
+        var value = Array.isArray(v) ? v[i] : v;
+        if (value !== null && value !== undefined) setPath(t, k, value);
+      });
+    });
+    Object.keys(relayout).forEach(function (k) { setPath(layout, k, relayout[k]); });
+  }
+
+  function prepare(spec, width, choice) {
     var data = JSON.parse(JSON.stringify(spec.data)), layout = JSON.parse(JSON.stringify(spec.layout));
+    var menu = (layout.meta && layout.meta.menu) || [];
+    if (menu[choice]) applyOption(data, layout, menu[choice]);
     var narrow = width < NARROW_PX;
     if (narrow) {
       var changes = (layout.meta && layout.meta.narrow) || {};
@@ -102,18 +122,57 @@
     return {data: data, layout: layout, state: (narrow ? 'n' : 'w') + ncols};
   }
 
+  // Names that would overlap an earlier one (the figures list the most important first) are
+  // hidden; hovering or tapping the point still shows it.
+  function hideCollidingLabels(div) {
+    var GAP = 2;  // px between two names
+    // The figure's own notes (annotations) stay; names give way to them.
+    var kept = Array.prototype.map.call(div.querySelectorAll('g.annotation-text-g'), function (a) {
+      return a.getBoundingClientRect();
+    }), hidden = 0;
+    div.querySelectorAll('g.textpoint text').forEach(function (el) {
+      el.style.display = '';
+      if (!el.textContent) return;
+      var r = el.getBoundingClientRect();
+      var clash = kept.some(function (k) {
+        return Math.min(r.right, k.right) - Math.max(r.left, k.left) > -GAP &&
+               Math.min(r.bottom, k.bottom) - Math.max(r.top, k.top) > -GAP;
+      });
+      if (clash) { el.style.display = 'none'; hidden++; } else kept.push(r);
+    });
+    div.setAttribute('data-hidden-labels', String(hidden));
+  }
+
+  function choice(div) {
+    var sel = document.getElementById(div.id + '-menu');
+    return sel ? Number(sel.value) : 0;
+  }
+
   var specs = {};  // figure id -> decoded spec
   function draw(div) {
     var spec = specs[div.id], width = div.clientWidth || window.innerWidth;
-    var p = prepare(spec, width);
+    var p = prepare(spec, width, choice(div));
     div.setAttribute('data-state', p.state);
     // On a phone the tool bar would cover the title; pinch and tap still work.
     var cfg = Object.assign({}, config, {displayModeBar: p.state.charAt(0) === 'n' ? false : 'hover'});
     // A responsive figure takes its height from its box after a window resize: without a fixed box
     // height the next menu choice collapsed it to 200 px (seen in Chromium after a resize).
     if (p.layout.height) div.style.height = p.layout.height + 'px';
-    return Plotly.react(div, p.data, p.layout, cfg);
+    return Plotly.react(div, p.data, p.layout, cfg).then(function () {
+      if (!div.getAttribute('data-collisions')) {  // after every redraw (zoom, legend clicks) too
+        div.setAttribute('data-collisions', '1');
+        div.on('plotly_afterplot', function () { hideCollidingLabels(div); });
+      }
+      hideCollidingLabels(div);
+    });
   }
+  // A figure's menu redraws it with the chosen option.
+  document.querySelectorAll('select.figure-select').forEach(function (sel) {
+    sel.addEventListener('change', function () {
+      var div = document.getElementById(sel.getAttribute('data-figure'));
+      if (div.getAttribute('data-rendered') === '1') draw(div);
+    });
+  });
 
   function visibleFigures() {
     return Array.prototype.filter.call(document.querySelectorAll('div.figure[data-fig]'), function (div) {
@@ -141,6 +200,7 @@
       });
     });
     return Promise.all([pending, tablesDone]).then(function () {
+      scrollHints();
       var root = document.documentElement;
       root.setAttribute('data-render-ms', String(Math.round(performance.now())));  // from navigation start
       root.setAttribute('data-scroll-width', String(root.scrollWidth));
@@ -156,8 +216,9 @@
     resizeTimer = setTimeout(function () {
       visibleFigures().forEach(function (div) {
         if (div.getAttribute('data-rendered') !== '1') return;
-        if (prepare(specs[div.id], div.clientWidth).state !== div.getAttribute('data-state')) draw(div);
+        if (prepare(specs[div.id], div.clientWidth, choice(div)).state !== div.getAttribute('data-state')) draw(div);
       });
+      scrollHints();
     }, 150);
   });
 
@@ -172,6 +233,12 @@
   if (select) {
     var m = /region=([^&]+)/.exec(location.hash);
     if (m && select.querySelector('option[value="' + m[1] + '"]')) select.value = m[1];
+    else if (m) {  // an unknown region in the address: say which one is shown instead
+      var notice = document.getElementById('region-notice');
+      notice.textContent = msg('unknown_region', {code: decodeURIComponent(m[1]),
+                                                  shown: select.options[select.selectedIndex].text});
+      notice.hidden = false;
+    }
     select.addEventListener('change', function () {
       history.replaceState(null, '', '#region=' + select.value);
       showRegion(select.value);
@@ -185,6 +252,10 @@
   // Click-to-sort tables: numeric when both cells carry data-sort numbers, else text.
   document.querySelectorAll('table.sortable').forEach(function (table) {
     table.querySelectorAll('th').forEach(function (th, col) {
+      th.tabIndex = 0;  // sortable from the keyboard too
+      th.addEventListener('keydown', function (e) {
+        if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); th.click(); }
+      });
       th.addEventListener('click', function () {
         var asc = !th.classList.contains('sorted-asc');
         table.querySelectorAll('th').forEach(function (h) { h.classList.remove('sorted-asc', 'sorted-desc'); });
@@ -234,12 +305,42 @@
         table.replaceChild(body, table.tBodies[0]);
         table.setAttribute('data-filled', '1');
         filterTable(table);
+        applyColumns(table);
       }).catch(function (e) { reportError(table.id + ': ' + e); });
     }));
   }
   document.querySelectorAll('select.table-filter').forEach(function (sel) {
-    sel.addEventListener('change', function () { filterTable(document.getElementById(sel.getAttribute('data-table'))); });
+    sel.addEventListener('change', function () {
+      filterTable(document.getElementById(sel.getAttribute('data-table')));
+      scrollHints();
+    });
   });
+  // Column chooser: the unticked columns of a table are hidden.
+  function applyColumns(table) {
+    var boxes = document.querySelectorAll('input[data-table="' + table.id + '"][data-col]');
+    if (!boxes.length) return;
+    var hide = {};
+    boxes.forEach(function (b) { hide[b.getAttribute('data-col')] = !b.checked; });
+    Array.prototype.forEach.call(table.rows, function (r) {
+      Array.prototype.forEach.call(r.cells, function (c, i) { c.style.display = hide[i] ? 'none' : ''; });
+    });
+    scrollHints();
+  }
+  document.querySelectorAll('input[data-col]').forEach(function (b) {
+    b.addEventListener('change', function () { applyColumns(document.getElementById(b.getAttribute('data-table'))); });
+  });
+  document.querySelectorAll('table.data').forEach(applyColumns);
+  // A box that holds more than it shows says so.
+  function scrollHints() {
+    document.querySelectorAll('.table-wrap[data-hint-for]').forEach(function (box) {
+      var hint = document.getElementById(box.getAttribute('data-hint-for') + '-hint');
+      if (!hint || box.offsetParent === null) return;
+      var more = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+      hint.textContent = more ? msg('scroll_hint') : '';
+      hint.hidden = !more;
+      box.classList.toggle('scrolls', more);
+    });
+  }
   // #...&show=fig-map-13 opens and scrolls to that figure (links and screenshots).
   var show = /show=([^&]+)/.exec(location.hash);
   var target = show && document.getElementById(show[1]);
