@@ -2,6 +2,8 @@
 -- the seed `indicators` names in deis_count_column (one row per mismatching commune-year).
 -- Which indicators exist at all is tested on dim_indicator. (Select the seed too when building
 -- a subset with --select: this test reads it.)
+-- It checks a private model of the inputs room, so it belongs to that room's group.
+{{ config(group='inputs') }}
 {% if vital_source() == 'deis_microdata' %}
 -- depends_on: {{ ref('int_deis__commune_year_counts') }}
 -- depends_on: {{ ref('indicators') }}

@@ -51,7 +51,7 @@ def test_meta_build_records_the_bundled_build(bundled_warehouse):
          "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
          "layout": None if path.name in unread else "aggregate CSV"}
         for path in sorted(raw.rglob("*"), key=lambda p: p.relative_to(REPO_ROOT).as_posix()) if path.is_file()]
-    assert len(expected_files) == 6
+    assert len(expected_files) == 8  # INE, DEIS, population, three covariates, two UN IGME files
     assert json.loads(meta["input_files_json"]) == expected_files
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     if head.returncode == 0:
@@ -94,7 +94,7 @@ def test_git_commit_is_null_with_a_note_outside_a_git_checkout(tmp_path, monkeyp
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "int_build_git", REPO_ROOT / "models" / "intermediate" / "int_build_git.py")
+        "int_build_git", REPO_ROOT / "models" / "meta" / "intermediate" / "int_build_git.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
