@@ -150,4 +150,8 @@ def region_dispersion(pooled, trim: float = DEFAULT_TRIM):
             continue
         fit = dispersion(group["deaths"].to_numpy(float), group["expected_deaths"].to_numpy(float), trim)
         rows.append({**dict(zip(keys, key)), "n_communes": fit.n, "phi": fit.phi, "tau2": fit.tau2})
-    return pd.DataFrame(rows, columns=keys + ["n_communes", "phi", "tau2"])
+    # Typed even when empty (a scope whose periods leave no region with two communes): an
+    # untyped empty frame would reach DuckDB as columns of type NULL.
+    return pd.DataFrame(rows, columns=keys + ["n_communes", "phi", "tau2"]).astype(
+        {"region_code": "string", "indicator": "string", "period_start": "int64", "period_end": "int64",
+         "n_communes": "int64", "phi": "float64", "tau2": "float64"})
