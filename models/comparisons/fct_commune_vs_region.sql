@@ -15,7 +15,7 @@ communes as (
     select
         pool_key, area_code as commune_code, area_name as commune_name, region_code, indicator,
         period_start, period_end, period_label, n_years, n_years_in_period, deaths, live_births,
-        rate_per_1000, ci95_lower, ci95_upper
+        multiplier, rate_per_1000, ci95_lower, ci95_upper
     from pooled
     where area_level = 'commune'
 ),
@@ -54,7 +54,7 @@ rates as (
         *,
         region_deaths - deaths as rest_deaths,
         region_live_births - live_births as rest_live_births,
-        {{ rate_per_1000('region_deaths - deaths', 'region_live_births - live_births') }} as rest_rate_per_1000
+        {{ rate('region_deaths - deaths', 'region_live_births - live_births', 'multiplier') }} as rest_rate_per_1000
     from paired
 ),
 
@@ -66,7 +66,7 @@ compared as (
         case when deaths > 0 and region_deaths > deaths
             then sqrt(1.0 / deaths - 1.0 / region_deaths) end as log_rate_ratio_se,
         rate_per_1000 / nullif(rest_rate_per_1000, 0) as rest_rate_ratio,
-        live_births * region_rate_per_1000 / 1000.0 as expected_deaths,
+        {{ expected_deaths('live_births', 'region_rate_per_1000', 'multiplier') }} as expected_deaths,
         live_births > 0 and rest_live_births > 0 as has_rest_of_region
     from rates
 ),

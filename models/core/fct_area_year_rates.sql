@@ -1,4 +1,4 @@
--- Yearly rates per 1000 live births for every commune, region and (with several regions) the
+-- Yearly rates per the indicator's multiplier of live births (1000) for every commune, region and (with several regions) the
 -- country, with exact Poisson 95% limits. A count that cannot give a rate (see
 -- audit_data_quality) has deaths, rate and limits null and says why in unavailable_reason.
 -- A region (the country) row also says how much of its count comes from commune-years whose
@@ -63,9 +63,9 @@ select
     indicator,
     cast(published_deaths as bigint) as deaths,
     cast(published_live_births as bigint) as live_births,
-    case when is_usable then {{ rate_per_1000('deaths', 'live_births') }} end as rate_per_1000,
-    case when is_usable then {{ poisson_rate_limit('lower', 'deaths', 'live_births') }} end as ci95_lower,
-    case when is_usable then {{ poisson_rate_limit('upper', 'deaths', 'live_births') }} end as ci95_upper,
+    case when is_usable then {{ rate('deaths', 'live_births', 'multiplier') }} end as rate_per_1000,
+    case when is_usable then {{ poisson_rate_limit('lower', 'deaths', 'live_births', 'multiplier') }} end as ci95_lower,
+    case when is_usable then {{ poisson_rate_limit('upper', 'deaths', 'live_births', 'multiplier') }} end as ci95_upper,
     case when is_usable then deaths < {{ int_var('unreliable_below_deaths') }} end as is_unreliable,
     {% if bool_var('suppress_small_counts') %}
     coalesce(is_usable and deaths between {{ int_var('suppress_min_deaths') }} and {{ int_var('suppress_max_deaths') }}, false)

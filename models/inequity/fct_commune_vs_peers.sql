@@ -38,10 +38,11 @@ paired as (
         commune.deaths,
         commune.live_births,
         commune.rate_per_1000,
+        commune.multiplier,
         peer_sums.n_peers,
         peer_sums.peer_deaths,
         peer_sums.peer_live_births,
-        {{ rate_per_1000('peer_sums.peer_deaths', 'peer_sums.peer_live_births') }} as peer_rate_per_1000
+        {{ rate('peer_sums.peer_deaths', 'peer_sums.peer_live_births', 'commune.multiplier') }} as peer_rate_per_1000
     from pooled as commune
     inner join peer_sums
         on commune.area_code = peer_sums.commune_code

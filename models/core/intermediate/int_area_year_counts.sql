@@ -26,6 +26,7 @@ commune_rows as (
         region_code,
         year,
         indicator,
+        multiplier,
         deaths,
         live_births,
         count_basis,
@@ -57,11 +58,12 @@ region_rows as (
         communes.region_code,
         year,
         indicator,
+        multiplier,
         {{ aggregate_columns }},
         {{ aggregate_problem | replace('LEVEL', 'region') }}
     from communes
     left join reference on communes.region_code = reference.region_code
-    group by communes.region_code, reference.region_name, year, indicator
+    group by communes.region_code, reference.region_name, year, indicator, multiplier
 ),
 
 country_rows as (
@@ -72,10 +74,11 @@ country_rows as (
         cast(null as varchar) as region_code,
         year,
         indicator,
+        multiplier,
         {{ aggregate_columns }},
         {{ aggregate_problem | replace('LEVEL', 'country') }}
     from communes
-    group by year, indicator
+    group by year, indicator, multiplier
     having (select count(distinct region_code) from communes) > 1
 )
 

@@ -83,7 +83,8 @@ checked as (
             when live_births = 0 then 'no_live_births'
             when deaths > live_births then 'deaths_exceed_births'
             when deaths >= {{ int_var('implausible_rate_min_deaths') }}
-                and 1000.0 * deaths / live_births > {{ number_var('implausible_rate_per_1000') }}
+                -- The var is a rate per 1000 live births whatever the indicator's multiplier.
+                and deaths > live_births * {{ number_var('implausible_rate_per_1000') }} / 1000.0
                 then 'implausible_rate'
         end) as count_problem,
         -- How far the count lies outside [0, live births] (0 inside it; null without counts).
@@ -100,6 +101,7 @@ select
     indicator,
     deaths,
     live_births,
+    multiplier,
     input_mode.count_basis,
     count_problem,
     cast(count_deviation as bigint) as count_deviation,
@@ -107,6 +109,8 @@ select
         and count_deviation <= {{ int_var('derived_count_tolerance') }}, false) as is_poolable
 from checked
 cross join (select distinct count_basis from counts) as input_mode
+-- The rate multiplier travels with the counts so that every rate downstream reads it (macro rate).
+left join {{ ref('indicators') }} as indicators using (indicator)
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

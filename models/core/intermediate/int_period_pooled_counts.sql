@@ -36,12 +36,14 @@ unrated_commune_births as (
 yearly as (
     select
         rates.area_level, rates.area_code, rates.area_name, rates.region_code, rates.indicator,
-        rates.year, rates.deaths, rates.live_births,
+        indicators.multiplier, rates.year, rates.deaths, rates.live_births,
         rates.rate_per_1000 is not null as is_available,
         rates.unpublished_commune_deaths,
         rates.unpublished_commune_births + coalesce(unrated.live_births, 0)
             as unpublished_commune_births
     from rates
+    -- The rate multiplier of the indicator (seed `indicators`), for the pooled rate below.
+    inner join {{ ref('indicators') }} as indicators on rates.indicator = indicators.indicator
     left join unrated_commune_births as unrated
         on rates.area_level in ('region', 'country')
         and rates.area_code = unrated.area_code
@@ -108,6 +110,7 @@ pooled as (
         max(pool_years.area_name) as area_name,
         max(pool_years.region_code) as region_code,
         pool_years.indicator,
+        pool_years.multiplier,
         periods.period_start,
         periods.period_end,
         periods.period_label,
@@ -123,12 +126,12 @@ pooled as (
     inner join periods
         on pool_years.year between periods.period_start and periods.period_end
     group by pool_years.pool, pool_years.pool_key, pool_years.area_level, pool_years.area_code,
-        pool_years.indicator, periods.period_start, periods.period_end, periods.period_label
+        pool_years.indicator, pool_years.multiplier, periods.period_start, periods.period_end, periods.period_label
 )
 
 select
     *,
-    {{ rate_per_1000('deaths', 'live_births') }} as rate_per_1000,
-    {{ poisson_rate_limit('lower', 'deaths', 'live_births') }} as ci95_lower,
-    {{ poisson_rate_limit('upper', 'deaths', 'live_births') }} as ci95_upper
+    {{ rate('deaths', 'live_births', 'multiplier') }} as rate_per_1000,
+    {{ poisson_rate_limit('lower', 'deaths', 'live_births', 'multiplier') }} as ci95_lower,
+    {{ poisson_rate_limit('upper', 'deaths', 'live_births', 'multiplier') }} as ci95_upper
 from pooled

@@ -63,16 +63,22 @@ components as (
     from commune_years
 ),
 
--- One row per indicator, the shape every mart reads; the components ride along on every row so
--- that the identities imr = nmr + pnmr + age_unknown_infant and nmr = enmr + late neonatal can be tested.
-{% set indicator_counts = {'imr': 'infant_deaths', 'nmr': 'neonatal_deaths',
-                           'enmr': 'early_neonatal_deaths', 'pnmr': 'post_neonatal_deaths'} %}
+-- One row per indicator, the shape every mart reads: the seed `indicators` names each
+-- indicator's count column (count_column), so adding an indicator whose count exists here is a
+-- seed row. The components ride along on every row so that the identities
+-- imr = nmr + pnmr + age_unknown_infant and nmr = enmr + late neonatal can be tested.
+count_columns as (
+    select *
+    from (select * exclude (live_births) from components)
+    unpivot include nulls (deaths for count_column in (columns(* exclude (commune_code, year))))
+),
+
 indicators as (
-    {% for indicator, count_column in indicator_counts.items() %}
-    select '{{ indicator }}' as indicator, {{ count_column }} as deaths, components.*
-    from components
-    {% if not loop.last %}union all{% endif %}
-    {% endfor %}
+    select seed.indicator, count_columns.deaths, components.*
+    from count_columns
+    inner join {{ ref('indicators') }} as seed on count_columns.count_column = seed.count_column
+    inner join components
+        on count_columns.commune_code = components.commune_code and count_columns.year = components.year
 )
 
 select
