@@ -8,7 +8,7 @@ with lines as (
 )
 
 select
-    lpad(trim(fields[1]), 5, '0') as commune_code,
+    {{ commune_code_or_text('fields[1]') }} as commune_code,
     -- Everything after the first comma: `6,4` (a decimal comma) is shown as written.
     trim(array_to_string(fields[2:], ',')) as value_text,
     case when len(fields) = 2 then {{ decimal_number('fields[2]') }} end as value,

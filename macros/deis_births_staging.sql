@@ -29,7 +29,7 @@
             {{ deis_whole_number('talla') }} as length_cm,
             {{ deis_whole_number('semanas') }} as gestational_weeks,
             {{ deis_whole_number('edad_m') }} as mother_age,
-            {{ deis_commune_code('comuna') }} as commune_code_as_read,
+            {{ commune_code_or_text('comuna') }} as commune_code_as_read,
             trim(glosa_comuna) as commune_name,
             lpad({{ deis_whole_number('region') }}::varchar, 2, '0') as region_code
         from records

@@ -16,17 +16,6 @@
 {%- endmacro %}
 
 
-{#- DEIS commune codes are integers without the leading zero: 4 or 5 digits become the
-    5-character code; NULL when blank; anything else (11101.9, 112015) is kept as written, and
-    deis_commune_problem calls it commune_unparseable. -#}
-{% macro deis_commune_code(column) -%}
-    case
-        when regexp_matches(trim({{ column }}), '^[0-9]{4,5}$') then lpad(trim({{ column }}), 5, '0')
-        else nullif(trim({{ column }}), '')
-    end
-{%- endmacro %}
-
-
 {#- The year of a record, or NULL when it is not a whole number inside [input_year_min,
     input_year_max] (the range declared for every input, issue 18). -#}
 {% macro deis_year(column) -%}

@@ -106,6 +106,13 @@
     case when regexp_full_match(trim({{ text }}), '[0-9]{4,5}') then lpad(trim({{ text }}), 5, '0') end
 {%- endmacro %}
 
+{#- The same code, or the field as written (trimmed; null when blank) when it is not one, so
+    that a problem record still names what it held (`11101.9`, `abc`): the readers that audit a
+    bad code instead of refusing the line. The one commune-code parser of the warehouse. -#}
+{% macro commune_code_or_text(text) -%}
+    coalesce({{ commune_code(text) }}, nullif(trim({{ text }}), ''))
+{%- endmacro %}
+
 {#- A year as a whole number inside the declared range (vars input_year_min, input_year_max;
     an empty input_year_max is the current year), else null: such a year is assigned nowhere. -#}
 {% macro year_in_range(text) -%}

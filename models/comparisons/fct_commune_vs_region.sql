@@ -3,7 +3,6 @@
 -- without a rate is left out of the commune's sums AND of its region's sums for that
 -- comparison, so both sides, and the rest of the region, always cover the same years
 -- (n_years says how many).
-{% set z95 = 1.959963984540054 %}  {# standard normal 0.975 quantile #}
 {% set alpha = number_var('comparison_alpha') %}
 
 with pooled as (
@@ -62,9 +61,10 @@ compared as (
     select
         *,
         rate_per_1000 / nullif(region_rate_per_1000, 0) as rate_ratio,
-        -- The commune is inside the region: log-scale variance 1/d_c - 1/D (not + 1/D).
-        case when deaths > 0 and region_deaths > deaths
-            then sqrt(1.0 / deaths - 1.0 / region_deaths) end as log_rate_ratio_se,
+        -- The commune is inside the region: log-scale variance 1/d_c - 1/D (not + 1/D); none
+        -- when the commune holds every death of the region.
+        case when region_deaths > deaths then {{ log_rate_ratio_se('deaths', 'region_deaths', 'true') }} end
+            as log_rate_ratio_se,
         rate_per_1000 / nullif(rest_rate_per_1000, 0) as rest_rate_ratio,
         {{ expected_deaths('live_births', 'region_rate_per_1000', 'multiplier') }} as expected_deaths,
         live_births > 0 and rest_live_births > 0 as has_rest_of_region
@@ -100,10 +100,10 @@ select
     cast(region_live_births as bigint) as region_live_births,
     region_rate_per_1000,
     rate_ratio,
-    exp(ln(rate_ratio) - {{ z95 }} * log_rate_ratio_se) as rate_ratio_ci95_lower,
-    exp(ln(rate_ratio) + {{ z95 }} * log_rate_ratio_se) as rate_ratio_ci95_upper,
+    {{ log_scale_limit('lower', 'rate_ratio', 'log_rate_ratio_se') }} as rate_ratio_ci95_lower,
+    {{ log_scale_limit('upper', 'rate_ratio', 'log_rate_ratio_se') }} as rate_ratio_ci95_upper,
     rate_per_1000 - region_rate_per_1000 as excess_rate_per_1000,
-    100.0 * (rate_per_1000 - region_rate_per_1000) / nullif(rate_per_1000, 0) as attributable_percent,
+    {{ attributable_percent('rate_per_1000', 'region_rate_per_1000') }} as attributable_percent,
     deaths - expected_deaths as excess_deaths,
     cast(rest_deaths as bigint) as rest_deaths,
     cast(rest_live_births as bigint) as rest_live_births,

@@ -13,10 +13,6 @@ gradients as (
         max(case when measure = 'gradient_b' then estimate end) as gradient_b
     from {{ ref('int_inequality__measures') }}
     group by area_level, area_code, indicator, period_start, period_end, stratifier
-),
-
-indicators as (
-    select indicator, multiplier from {{ ref('dim_indicator') }}
 )
 
 select
@@ -37,9 +33,9 @@ select
     cast(membership.live_births as bigint) as live_births,
     cast(membership.unpublished_deaths as bigint) as unpublished_deaths,
     cast(membership.unpublished_live_births as bigint) as unpublished_live_births,
-    {{ rate('membership.deaths', 'membership.live_births', 'indicators.multiplier') }} as rate_per_1000,
-    {{ poisson_rate_limit('lower', 'membership.deaths', 'membership.live_births', 'indicators.multiplier') }} as ci95_lower,
-    {{ poisson_rate_limit('upper', 'membership.deaths', 'membership.live_births', 'indicators.multiplier') }} as ci95_upper,
+    {{ rate('membership.deaths', 'membership.live_births', 'membership.multiplier') }} as rate_per_1000,
+    {{ poisson_rate_limit('lower', 'membership.deaths', 'membership.live_births', 'membership.multiplier') }} as ci95_lower,
+    {{ poisson_rate_limit('upper', 'membership.deaths', 'membership.live_births', 'membership.multiplier') }} as ci95_upper,
     membership.exclusion_reason is null as is_ranked,
     membership.exclusion_reason,
     cast(membership.deprivation_rank as integer) as deprivation_rank,
@@ -48,10 +44,9 @@ select
     cast(membership.quintile as integer) as quintile,
     -- The gradient log(rate per birth) = a + b x evaluated at the commune's ridit, per multiplier.
     case when membership.exclusion_reason is null
-        then indicators.multiplier * exp(gradients.gradient_a + gradients.gradient_b * membership.ridit)
+        then membership.multiplier * exp(gradients.gradient_a + gradients.gradient_b * membership.ridit)
     end as fitted_rate_per_1000
 from membership
-inner join indicators on membership.indicator = indicators.indicator
 left join gradients
     on membership.area_level = gradients.area_level
     and membership.area_code = gradients.area_code

@@ -37,12 +37,16 @@ def test_bgv_and_index_of_disparity_by_hand():
 
 
 def test_true_variance_is_bgv_minus_the_poisson_noise():
-    out = area_inequality(DEATHS, BIRTHS, replicates=200)
+    out = area_inequality(DEATHS, BIRTHS, 1000, replicates=200)
     b = sum(DEATHS) / sum(BIRTHS)
     noise = b / (sum(BIRTHS) / len(BIRTHS))
     assert out["noise_variance"] == pytest.approx(1e6 * noise)
     assert out["true_variance"] == pytest.approx(max(0.0, out["crude_variance"] - 1e6 * noise))
     assert out["rate_per_1000"] == pytest.approx(1000 * b)
+    # Per 100,000: rates 100 times, variances 100^2 times, the CVs unchanged.
+    wide = area_inequality(DEATHS, BIRTHS, 100000, replicates=200)
+    assert wide["true_variance"] == pytest.approx(1e4 * out["true_variance"])
+    assert wide["true_cv"] == pytest.approx(out["true_cv"])
 
 
 def simulate(rng, k, mean, sd, births_range=(200, 5000)):
@@ -111,11 +115,12 @@ def test_rows_per_region_country_year_and_period():
     rng = np.random.default_rng(3)
     communes = [("01", "01101"), ("01", "01102"), ("01", "01103"), ("01", "01104"), ("02", "02101")]
     yearly = pd.DataFrame([
-        {"region_code": region, "commune": code, "indicator": "imr", "year": year, "deaths": rng.poisson(20),
-         "live_births": 3000}
+        {"region_code": region, "commune": code, "indicator": "imr", "multiplier": 1000, "year": year,
+         "deaths": rng.poisson(20), "live_births": 3000}
         for region, code in communes for year in range(2010, 2016)
     ])
-    pooled = (yearly.groupby(["region_code", "commune", "indicator"], as_index=False)[["deaths", "live_births"]].sum()
+    pooled = (yearly.groupby(["region_code", "commune", "indicator", "multiplier"], as_index=False)
+              [["deaths", "live_births"]].sum()
               .assign(period_start=2010, period_end=2015))
     out = geographic_inequality(yearly, pooled, replicates=100, min_years=5, p_threshold=0.05)
     # Region 02 has a single commune: no row; the country pools both regions' communes.

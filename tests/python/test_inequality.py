@@ -15,7 +15,7 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 
 from infant_mortality.statistics.inequality import (
-    benchmark_comparisons,
+    benchmark_pairs,
     classify_gap_change,
     concentration_index,
     gap_measures,
@@ -56,8 +56,8 @@ EXPECTED_QUINTILE = {"13101": 1, "13108": 1, "13102": 2, "13103": 3, "13104": 4,
 
 
 def fixture_frame(rows=FIXTURE, **keys) -> pd.DataFrame:
-    base = {"area_level": "region", "area_code": "13", "indicator": "imr", "period_start": 2010,
-            "period_end": 2019, "stratifier": "income_poverty_2013"} | keys
+    base = {"area_level": "region", "area_code": "13", "indicator": "imr", "multiplier": 1000,
+            "period_start": 2010, "period_end": 2019, "stratifier": "income_poverty_2013"} | keys
     return pd.DataFrame([{**base, "commune_code": c, "value": v, "live_births": n, "deaths": d}
                          for c, v, n, d in rows])
 
@@ -113,7 +113,7 @@ def test_quintile_rates_by_hand(ranked):
 
 def test_gap_measures_by_hand():
     # q1: 3 deaths / 180 births (16.667 per 1000); q5: 1 / 250 (4); area: 10 / 1000 (10).
-    m = gap_measures(3, 180, 1, 250, 10, 1000)
+    m = gap_measures(3, 180, 1, 250, 10, 1000, 1000)
     se_d = 1000 * math.sqrt(3 / 180**2 + 1 / 250**2)
     assert m["D"].estimate == pytest.approx(50 / 3 - 4)
     assert (m["D"].lower, m["D"].upper) == pytest.approx((50 / 3 - 4 - Z * se_d, 50 / 3 - 4 + Z * se_d))
@@ -130,13 +130,18 @@ def test_gap_measures_by_hand():
     # 6 per 1000 x 1000 births = 6 deaths = 10 observed - 4 expected at q5's rate.
     assert m["avoidable_deaths"].estimate == pytest.approx(6.0)
     assert m["avoidable_deaths"].upper == pytest.approx(6 + Z * math.sqrt(18))
+    # Per 100,000 live births: rates and their intervals 100 times, ratios and deaths unchanged.
+    wide = gap_measures(3, 180, 1, 250, 10, 1000, 100000)
+    assert wide["D"].upper == pytest.approx(100 * m["D"].upper)
+    assert wide["R"].lower == pytest.approx(m["R"].lower)
+    assert wide["avoidable_deaths"].upper == pytest.approx(m["avoidable_deaths"].upper)
 
 
 def test_gap_measures_empty_quintile_and_zero_deaths():
-    m = gap_measures(0, 0, 5, 500, 20, 1000)
+    m = gap_measures(0, 0, 5, 500, 20, 1000, 1000)
     assert all(math.isnan(e.estimate) for e in m.values())
     assert "quintile 1 has no commune" in m["D"].note
-    m = gap_measures(3, 180, 0, 250, 10, 1000)
+    m = gap_measures(3, 180, 0, 250, 10, 1000, 1000)
     assert math.isnan(m["R"].estimate) and m["PAF"].estimate == 100.0 and math.isnan(m["PAF"].lower)
 
 
@@ -222,7 +227,7 @@ def test_sii_rii_against_the_formula_api_and_a_hand_irls(overdispersed):
     # Quasi-Poisson: the model covariance scaled by phi, never by less than 1.
     assert fit.cov == pytest.approx(cov * max(1.0, phi), rel=1e-6)
     assert (phi > 1) == overdispersed
-    m = sii_rii(fit)
+    m = sii_rii(fit, 1000)
     a, b = beta
     assert m["RII"].estimate == pytest.approx(math.exp(-b), rel=1e-8)
     se_b = math.sqrt(cov[1, 1] * max(1.0, phi))
@@ -244,7 +249,7 @@ def test_gradient_not_estimable_cases():
     assert not only_first.estimable and "does not exist" in only_first.note
     assert poisson_gradient([0, 5, 0, 0], n, x).estimable
     assert "at least 3" in poisson_gradient([1, 2], n[:2], x[:2]).note
-    assert all(math.isnan(e.estimate) for e in sii_rii(only_first).values())
+    assert all(math.isnan(e.estimate) for e in sii_rii(only_first, 1000).values())
 
 
 def test_concentration_index_closed_form_and_regression_se(ranked):
@@ -297,45 +302,34 @@ def bench_frame():
 
 
 def test_benchmark_lowest_rate_with_minimum_deaths():
-    out = benchmark_comparisons(bench_frame(), 20, []).set_index("commune_code")
+    out = benchmark_pairs(bench_frame(), 20, []).set_index("commune_code")
     assert out.loc["13104", "benchmark_communes"] == "13102"
     assert out.loc["05102", "benchmark_communes"] == "05101"
     assert set(out["benchmark_rule"]) == {"lowest_rate_in_region"}
-    # 13104 against 13102: RT = 10 / 4, log-scale variance 1/50 + 1/24.
-    rt, se = 2.5, math.sqrt(1 / 50 + 1 / 24)
-    assert out.loc["13104", "rate_ratio"] == pytest.approx(rt)
-    assert out.loc["13104", "rate_ratio_ci95_lower"] == pytest.approx(rt * math.exp(-Z * se))
-    assert out.loc["13104", "attributable_percent"] == pytest.approx(60.0)
-    assert out.loc["13104", "attributable_percent_ci95_upper"] == pytest.approx(100 * (1 - 1 / (rt * math.exp(Z * se))))
-    se_rap = 1000 * math.sqrt(50 / 5000**2 + 24 / 6000**2)
-    assert out.loc["13104", "excess_rate_per_1000"] == pytest.approx(6.0)
-    assert out.loc["13104", "excess_rate_ci95_upper"] == pytest.approx(6 + Z * se_rap)
-    assert out.loc["13104", "excess_deaths"] == pytest.approx(50 - 5000 * 4 / 1000)
-    # The benchmark itself: RT 1 with no uncertainty, flagged.
-    assert out.loc["13102", "is_benchmark"] and out.loc["13102", "rate_ratio"] == pytest.approx(1.0)
-    assert out.loc["13102", "rate_ratio_ci95_lower"] == pytest.approx(1.0)
+    assert (out.loc["13104", "benchmark_deaths"], out.loc["13104", "benchmark_live_births"]) == (24, 6000)
+    # The benchmark itself is nested in its benchmark, flagged (the SQL comparison then uses
+    # the covariance); the arithmetic is tested on the mart (test_inequality_warehouse.py).
+    assert out.loc["13102", "is_benchmark"] and not out.loc["13104", "is_benchmark"]
+    assert out.loc["13102", "note"] == "the commune is (part of) the benchmark"
     # With a lower threshold the 5-death commune becomes the benchmark.
-    low = benchmark_comparisons(bench_frame(), 5, []).set_index("commune_code")
+    low = benchmark_pairs(bench_frame(), 5, []).set_index("commune_code")
     assert low.loc["13104", "benchmark_communes"] == "13101"
     # Nobody qualifies: no benchmark, said in the note.
-    none = benchmark_comparisons(bench_frame(), 100, []).set_index("commune_code")
-    assert none["benchmark_communes"].isna().all() and none["rate_ratio"].isna().all()
+    none = benchmark_pairs(bench_frame(), 100, []).set_index("commune_code")
+    assert none["benchmark_communes"].isna().all() and none["benchmark_deaths"].isna().all()
     assert "at least 100 deaths" in none.loc["13101", "note"]
 
 
 def test_benchmark_listed_communes_pooled_for_every_region():
-    out = benchmark_comparisons(bench_frame(), 20, ["13101", "13103"]).set_index("commune_code")
+    out = benchmark_pairs(bench_frame(), 20, ["13101", "13103"]).set_index("commune_code")
     assert set(out["benchmark_rule"]) == {"listed_communes"}
     assert set(out["benchmark_communes"]) == {"13101,13103"}
-    # Pooled: 35 deaths / 8000 births = 4.375 per 1000, for region 05 too.
-    assert out.loc["05101", "benchmark_rate_per_1000"] == pytest.approx(4.375)
-    # 13103 is part of the pool: log-scale variance 1/30 - 1/35, RAP covariance subtracted.
-    rt = 5 / 4.375
-    assert out.loc["13103", "rate_ratio_ci95_upper"] == pytest.approx(rt * math.exp(Z * math.sqrt(1 / 30 - 1 / 35)))
-    se_rap = 1000 * math.sqrt(30 / 6000**2 + 35 / 8000**2 - 2 * 30 / (6000 * 8000))
-    assert out.loc["13103", "excess_rate_ci95_lower"] == pytest.approx(5 - 4.375 - Z * se_rap)
+    # Pooled: 35 deaths / 8000 births, for region 05 too; 13103 is part of the pool.
+    assert (out.loc["05101", "benchmark_deaths"], out.loc["05101", "benchmark_live_births"]) == (35, 8000)
+    assert out.loc["13103", "is_benchmark"] and out.loc["13101", "is_benchmark"]
+    assert not out.loc["13102", "is_benchmark"]
     with pytest.raises(ValueError, match="benchmark_communes.*13999"):
-        benchmark_comparisons(bench_frame(), 20, ["13999"])
+        benchmark_pairs(bench_frame(), 20, ["13999"])
 
 
 @pytest.mark.parametrize("min_deaths, communes, message", [

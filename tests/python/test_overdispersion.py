@@ -96,7 +96,7 @@ def test_adjusted_limits_are_the_back_transformed_normal_limits():
 def test_category_changes_exactly_at_the_drawn_limits():
     rate, tau2 = 8.0, 0.003
     births = np.array([500.0, 2000.0, 9000.0])
-    limits = adjusted_funnel_rate_limits(rate, births, tau2)
+    limits = adjusted_funnel_rate_limits(rate, births, tau2, 1000)
     expected = rate * births / 1000
     for level, label in ((0.95, "95"), (0.998, "99_8")):
         lower, upper = limits[level]
@@ -108,7 +108,10 @@ def test_category_changes_exactly_at_the_drawn_limits():
         assert (below[lower > 0] == f"below_{label}").all()
     # With tau^2 = 0 the drawn limits are the exact Poisson ones (funnel_rate_limits).
     exact_upper = funnel_count_limits(expected, 0.95)[1] * 1000 / births
-    np.testing.assert_allclose(adjusted_funnel_rate_limits(rate, births, 0.0)[0.95][1], exact_upper)
+    np.testing.assert_allclose(adjusted_funnel_rate_limits(rate, births, 0.0, 1000)[0.95][1], exact_upper)
+    # Per 100,000 the same counts give the same limits, 100 times larger.
+    np.testing.assert_allclose(adjusted_funnel_rate_limits(100 * rate, births, tau2, 100000)[0.95][1],
+                               100 * limits[0.95][1])
 
 
 def test_adjusted_limits_never_flag_what_the_exact_limits_do_not():

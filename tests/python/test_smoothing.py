@@ -112,6 +112,7 @@ def _pooled(rows):
     frame = pd.DataFrame(rows, columns=columns)
     frame["commune_name"] = "name " + frame["commune_code"]
     frame["indicator"] = "imr"
+    frame["multiplier"] = 1000
     frame["period_start"] = 2010
     frame["period_end"] = 2019
     return frame

@@ -26,7 +26,7 @@ def _rates(series: dict, first_year: int = 2005, births: int = 1000) -> pd.DataF
             rows.append({
                 "area_level": level, "area_code": code, "area_name": f"name {code}",
                 "region_code": None if level == "country" else "13", "year": first_year + i,
-                "indicator": indicator, "deaths": deaths, "live_births": births,
+                "indicator": indicator, "deaths": deaths, "live_births": births, "multiplier": 1000,
                 "rate_per_1000": rate,
             })
     frame = pd.DataFrame(rows)
@@ -278,7 +278,7 @@ def test_a_gappy_series_whose_final_fit_keeps_too_few_rows_is_not_estimable():
     rates = pd.DataFrame({
         "area_level": "commune", "area_code": "13203", "area_name": "San José de Maipo",
         "region_code": "13", "indicator": "imr", "year": range(2010, 2020),
-        "deaths": deaths, "live_births": births,
+        "deaths": deaths, "live_births": births, "multiplier": 1000,
         "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)],
     })
     periods = pd.DataFrame({"period_start": [2010], "period_end": [2019]})
@@ -483,7 +483,8 @@ def test_the_poisson_rows_are_statsmodels_quasi_poisson_glms_with_zero_years_kep
         for t in range(n):
             rows.append({"area_level": "commune", "area_code": f"{i:05d}", "area_name": "x", "region_code": "13",
                          "year": 2005 + t, "indicator": "imr", "deaths": int(deaths[t]),
-                         "live_births": int(births[t]), "rate_per_1000": 1000 * deaths[t] / births[t]})
+                         "live_births": int(births[t]), "multiplier": 1000,
+                         "rate_per_1000": 1000 * deaths[t] / births[t]})
     rates = pd.DataFrame(rows)
     out = fit_trends(rates, _periods((2005, 2016)))
     counted = out[out.method == "poisson"]
@@ -516,7 +517,8 @@ def test_a_count_series_without_a_finite_poisson_maximum_is_not_estimable():
     deaths = np.array([0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 2, 0, 3, 1], dtype=float)
     series = np.repeat([0, 1, 2, 3], 5)
     fits = get_fitter("poisson").fit(SeriesData(series=series, year=np.tile(np.arange(2010, 2015), 4),
-                                                deaths=deaths, births=np.full(20, 300.0), y=np.full(20, np.nan)))
+                                                deaths=deaths, births=np.full(20, 300.0), multiplier=np.full(20, 1000.0),
+                                                y=np.full(20, np.nan)))
     assert fits.estimable.tolist() == [False, False, False, True]
     assert all("no finite maximum" in n[0] for n in fits.notes[:3])
     glm = _glm_reference(deaths[15:], np.full(5, 300.0), np.arange(2010, 2015))
@@ -564,7 +566,43 @@ def test_classes_agree_says_whether_the_study_and_the_count_model_agree():
     births = [2620, 2645, 2633, 2720, 2954, 3027, 2805, 2713, 2739, 2630]
     nunoa = pd.DataFrame({"area_level": "commune", "area_code": "13120", "area_name": "Ñuñoa", "region_code": "13",
                           "indicator": "imr", "year": range(2010, 2020), "deaths": deaths, "live_births": births,
-                          "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)]})
+                          "multiplier": 1000, "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)]})
     out = fit_trends(nunoa, _periods((2010, 2019)), min_deaths=20).set_index("method")
     assert out.loc["prais_winsten", "trend"] == "decreasing" and out.loc["poisson", "trend"] == "stationary"
     assert (~out.classes_agree).all()
+
+
+def test_a_rate_per_100000_changes_only_the_intercept_of_every_method():
+    """The multiplier is the indicator's (seed `indicators`): the same counts as a rate per
+    100,000 fit the same slopes, p-values and classes, and an intercept larger by log10(100)."""
+    deaths = [18, 16, 19, 18, 17, 16, 6, 18, 14, 8]
+    births = [2620, 2645, 2633, 2720, 2954, 3027, 2805, 2713, 2739, 2630]
+
+    def frame(multiplier):
+        return pd.DataFrame({"area_level": "commune", "area_code": "13120", "area_name": "Ñuñoa",
+                             "region_code": "13", "indicator": "x", "year": range(2010, 2020), "deaths": deaths,
+                             "live_births": births, "multiplier": multiplier,
+                             "rate_per_1000": [multiplier * d / b for d, b in zip(deaths, births)]})
+
+    per_1000 = fit_trends(frame(1000), _periods((2010, 2019))).set_index("method")
+    per_100000 = fit_trends(frame(100000), _periods((2010, 2019))).set_index("method")
+    for method in ("prais_winsten", "poisson", "joinpoint"):
+        a, b = per_1000.loc[method], per_100000.loc[method]
+        assert b["slope_log10"] == pytest.approx(a["slope_log10"], rel=1e-9), method
+        assert b["p_value"] == pytest.approx(a["p_value"], rel=1e-9), method
+        assert b["trend"] == a["trend"], method
+        assert b["intercept_log10"] - a["intercept_log10"] == pytest.approx(2.0, abs=1e-9), method
+
+
+def test_the_var_check_of_trend_min_years_is_the_lowest_fitter_floor():
+    """One home for the floors: the fitters. The run-start check of the var (validate_vars.sql)
+    refuses only what no fitter would fit, so OLS with 3 years is not refused up front."""
+    import re
+    from pathlib import Path
+
+    from infant_mortality.statistics.trend_fitters import FITTERS, get_fitter
+
+    spec = (Path(__file__).resolve().parents[2] / "macros" / "validate_vars.sql").read_text()
+    var_floor = int(re.search(r"^trend_min_years:\s*\{type: int, min: (\d+)\}", spec, re.M).group(1))
+    floors = {name: get_fitter(name).min_years_floor for name in FITTERS}
+    assert var_floor == min(floors.values()), floors

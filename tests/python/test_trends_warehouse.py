@@ -17,23 +17,6 @@ def test_every_rm_commune_and_the_region_has_an_imr_trend_over_2010_2019(bundled
                     for method in ("joinpoint", "poisson", "prais_winsten")]
 
 
-def test_trend_class_follows_from_deaths_p_value_and_slope(bundled_warehouse):
-    rows = query(
-        bundled_warehouse,
-        "select trend, p_value, slope_log10, n_years_used, n_deaths from marts.fct_trends where indicator = 'imr'",
-    )
-    assert len(rows) == 3 * 3 * (346 + 16 + 1)
-    for trend, p, slope, used, deaths in rows:
-        if deaths < 20:
-            assert trend == "insufficient_data"
-        elif used < 5 or p is None:
-            assert trend == "not_estimable"
-        elif p < 0.05:
-            assert trend == ("increasing" if slope > 0 else "decreasing")
-        else:
-            assert trend == "stationary"
-
-
 def test_region_trend_equals_a_statsmodels_reference_fit_of_its_yearly_rates(bundled_warehouse):
     years, rates = zip(*query(
         bundled_warehouse,

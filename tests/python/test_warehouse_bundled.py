@@ -229,15 +229,6 @@ def test_dim_commune_has_all_346_communes_with_coordinates_but_antartica(bundled
     assert rows == [(346, 16, 345, "Santiago")]  # Antártica (12202) has no polygon, so no label point
 
 
-def test_unreliable_flag_follows_the_death_count(bundled_warehouse):
-    rows = query(
-        bundled_warehouse,
-        "select count(*) from marts.fct_area_year_rates "
-        "where deaths is not null and is_unreliable <> (deaths < 20)",
-    )
-    assert rows == [(0,)]
-
-
 def test_scope_regions_narrows_the_build_to_the_study_region_unchanged(bundled_warehouse, tmp_path):
     from conftest import run_dbt
 

@@ -20,28 +20,32 @@ def model(dbt, session):
     dbt.config(materialized="table")
     communes = ordered_frame(dbt.ref("fct_commune_vs_region"))
     areas = ordered_frame(dbt.ref("fct_area_period_rates"))
+    # The indicator's rate multiplier (seed `indicators`): limits are rates on its scale.
+    multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
+    areas = areas.merge(multipliers, on="indicator")
     regions = areas[areas["area_level"] == "region"].rename(
         columns={"area_code": "region_code", "rate_per_1000": "region_rate_per_1000"})
     with_rate = communes[communes["rate_per_1000"].notna() & (communes["live_births"] > 0)]
     spans = with_rate.groupby(KEYS, as_index=False)["live_births"].agg(births_min="min", births_max="max")
-    spans = spans.merge(regions[KEYS + ["region_rate_per_1000"]], on=KEYS)
+    spans = spans.merge(regions[KEYS + ["region_rate_per_1000", "multiplier"]], on=KEYS)
     dispersion = ordered_frame(dbt.ref("int_funnel_dispersion"))
     spans = spans.merge(dispersion[KEYS + ["phi", "tau2"]], on=KEYS, how="left")
     rows = []
     for span in spans[spans["region_rate_per_1000"].notna()].itertuples(index=False):
         low, high = FUNNEL_BIRTHS_SPAN
         grid, limits = funnel_rate_limits(span.region_rate_per_1000, low * span.births_min, high * span.births_max,
-                                          points=GRID_POINTS)
+                                          span.multiplier, points=GRID_POINTS)
         (low95, up95), (low998, up998) = limits[0.95], limits[0.998]
         # A region with fewer than two communes with births has no tau^2: no adjusted limits.
         no_limit = [None] * len(grid)
-        adjusted = adjusted_funnel_rate_limits(span.region_rate_per_1000, grid, span.tau2) if pd.notna(span.tau2) \
+        adjusted = adjusted_funnel_rate_limits(span.region_rate_per_1000, grid, span.tau2, span.multiplier) \
+            if pd.notna(span.tau2) \
             else {level: (no_limit, no_limit) for level in limits}
         (alow95, aup95), (alow998, aup998) = adjusted[0.95], adjusted[0.998]
         for point, births in enumerate(grid):
             rows.append({**{k: getattr(span, k) for k in KEYS}, "grid_point": point + 1, "live_births": births,
                          "region_rate_per_1000": span.region_rate_per_1000,
-                         "expected_deaths": span.region_rate_per_1000 * births / 1000.0,
+                         "expected_deaths": span.region_rate_per_1000 * births / span.multiplier,
                          "lower_95_per_1000": low95[point], "upper_95_per_1000": up95[point],
                          "lower_998_per_1000": low998[point], "upper_998_per_1000": up998[point],
                          "phi": span.phi, "tau2": span.tau2,

@@ -12,7 +12,8 @@ from infant_mortality.statistics.geographic_inequality import geographic_inequal
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    yearly = ordered_frame(dbt.ref("fct_area_year_rates"))
+    multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
+    yearly = ordered_frame(dbt.ref("fct_area_year_rates")).merge(multipliers, on="indicator")
     yearly = yearly[(yearly["area_level"] == "commune") & yearly["rate_per_1000"].notna() & (yearly["live_births"] > 0)]
     pooled = ordered_frame(dbt.ref("int_period_pooled_counts"))
     pooled = pooled[(pooled["pool"] == "area_years") & (pooled["area_level"] == "commune")

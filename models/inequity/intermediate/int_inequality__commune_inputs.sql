@@ -27,7 +27,7 @@ stratifier_values as (
 
 commune_years as (
     select
-        area_code as commune_code, area_name as commune_name, region_code, indicator, year,
+        area_code as commune_code, area_name as commune_name, region_code, indicator, multiplier, year,
         deaths, live_births, count_problem is null as is_published
     from area_year_counts
     where area_level = 'commune' and region_code is not null
@@ -79,7 +79,7 @@ area_rows as (
     select
         member_years.area_level, member_years.area_code,
         member_years.commune_code, member_years.commune_name, member_years.region_code,
-        member_years.indicator,
+        member_years.indicator, member_years.multiplier,
         periods.period_start, periods.period_end, periods.period_label, periods.period_kind,
         coalesce(sum(case when {{ counted }}member_years.is_published then member_years.deaths end), 0) as deaths,
         coalesce(sum(case when {{ counted }}member_years.is_published then member_years.live_births end), 0)
@@ -91,7 +91,7 @@ area_rows as (
     from member_years
     inner join periods on member_years.year between periods.period_start and periods.period_end
     group by member_years.area_level, member_years.area_code, member_years.commune_code,
-        member_years.commune_name, member_years.region_code, member_years.indicator,
+        member_years.commune_name, member_years.region_code, member_years.indicator, member_years.multiplier,
         periods.period_start, periods.period_end, periods.period_label, periods.period_kind
 ),
 
@@ -122,6 +122,8 @@ select
     area_rows.area_code,
     area_names.area_name,
     area_rows.indicator,
+    -- The indicator's rate multiplier (seed `indicators`), for the measures' rates.
+    area_rows.multiplier,
     cast(area_rows.period_start as integer) as period_start,
     cast(area_rows.period_end as integer) as period_end,
     area_rows.period_label,

@@ -11,6 +11,7 @@ from infant_mortality.statistics.smoothing import smooth_commune_rates
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    pooled = ordered_frame(dbt.ref("fct_commune_vs_region"))
+    multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
+    pooled = ordered_frame(dbt.ref("fct_commune_vs_region")).merge(multipliers, on="indicator")
     neighbours = ordered_frame(dbt.ref("dim_commune_neighbours"))
     return smooth_commune_rates(pooled, neighbours)

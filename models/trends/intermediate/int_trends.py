@@ -14,7 +14,9 @@ from infant_mortality.statistics.trends import fit_trends, trend_settings
 def model(dbt, session):
     dbt.config(materialized="table")
 
-    rates = ordered_frame(dbt.ref("fct_area_year_rates"))
+    # Each rate with its indicator's multiplier (the count fitters' intercept is on its scale).
+    multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
+    rates = ordered_frame(dbt.ref("fct_area_year_rates")).merge(multipliers, on="indicator", how="left")
     periods = ordered_frame(dbt.ref("int_analysis_periods"))
 
     trends = fit_trends(rates, periods, **trend_settings(dbt.config.get("trend_settings")))

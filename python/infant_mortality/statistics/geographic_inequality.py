@@ -16,7 +16,8 @@ r_i = d_i / n_i and the area's pooled rate b = sum d / sum n:
 * The trend of the yearly a over a period: an ordinary least-squares slope per year with its
   two-sided t-test (scipy.stats.linregress); decreasing means converging communes.
 
-Rates are per 1000 live births in the output (variances per 1000 squared).
+Rates are per the indicator's multiplier of live births in the output (1000: variances per 1000
+squared).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from scipy import stats
 from infant_mortality.statistics.smoothing import moment_estimates
 
 BOOTSTRAP_SEED = 31
-PER_1000 = 1000.0
 
 
 def _checked(deaths, births) -> tuple[np.ndarray, np.ndarray]:
@@ -80,15 +80,16 @@ def true_rate_variance(deaths, births, replicates: int = 1000, seed: int = BOOTS
             "true_cv_ci95_lower": float(cv_low), "true_cv_ci95_upper": float(cv_high)}
 
 
-def area_inequality(deaths, births, replicates: int = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
-    """Every measure of one area and span, rates per 1000 (variances per 1000 squared)."""
+def area_inequality(deaths, births, multiplier: float, replicates: int = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
+    """Every measure of one area and span, rates per `multiplier` live births (variances per
+    its square)."""
     d, n = _checked(deaths, births)
     bgv = between_group_variance(d, n)
     true = true_rate_variance(d, n, replicates, seed)
     b = true["pooled_rate"]
-    scale2 = PER_1000**2
+    scale2 = multiplier**2
     return {
-        "n_communes": len(d), "deaths": d.sum(), "live_births": n.sum(), "rate_per_1000": PER_1000 * b,
+        "n_communes": len(d), "deaths": d.sum(), "live_births": n.sum(), "rate_per_1000": multiplier * b,
         "crude_variance": scale2 * bgv,
         "crude_cv": np.sqrt(bgv) / b if b > 0 else np.nan,
         "index_of_disparity": index_of_disparity(d, n),
@@ -133,20 +134,29 @@ def _with_areas(communes: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([region, country], ignore_index=True)
 
 
+def _multiplier(group: pd.DataFrame) -> float:
+    """The one rate multiplier of an indicator's rows."""
+    values = pd.unique(group["multiplier"])
+    if len(values) != 1 or not values[0] > 0:
+        raise ValueError(f"indicator {group['indicator'].iloc[0]!r} needs one positive multiplier, got {list(values)}")
+    return float(values[0])
+
+
 def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates: int, min_years: int,
                           p_threshold: float) -> pd.DataFrame:
     """Rows of ``fct_geographic_inequality``: one per area, indicator and span (`year`, or an
     analysis `period`), from the communes' rows with an available rate and births > 0.
 
-    ``yearly``: region_code, indicator, year, deaths, live_births (one row per commune-year);
-    ``pooled``: region_code, indicator, period_start, period_end, deaths, live_births (one row per
-    commune and analysis period). An area-span with fewer than two such communes has no row.
+    ``yearly``: region_code, indicator, multiplier, year, deaths, live_births (one row per
+    commune-year); ``pooled``: region_code, indicator, multiplier, period_start, period_end,
+    deaths, live_births (one row per commune and analysis period). An area-span with fewer than
+    two such communes has no row.
     """
     rows = []
     for key, group in _with_areas(yearly).groupby(KEYS + ["year"], sort=True):
         if len(group) >= 2:
             rows.append({**dict(zip(KEYS, key[:3])), "span": "year", "period_start": key[3], "period_end": key[3],
-                         **area_inequality(group["deaths"], group["live_births"], replicates)})
+                         **area_inequality(group["deaths"], group["live_births"], _multiplier(group), replicates)})
     years = pd.DataFrame(rows, columns=OUTPUT_COLUMNS[:len(KEYS) + 3] + ["true_variance"])
     for key, group in _with_areas(pooled).groupby(KEYS + ["period_start", "period_end"], sort=True):
         if len(group) < 2:
@@ -154,6 +164,6 @@ def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates
         in_period = years[(years[KEYS] == pd.Series(dict(zip(KEYS, key[:3])))).all(axis=1)
                           & years["period_start"].between(key[3], key[4])]
         rows.append({**dict(zip(KEYS, key[:3])), "span": "period", "period_start": key[3], "period_end": key[4],
-                     **area_inequality(group["deaths"], group["live_births"], replicates),
+                     **area_inequality(group["deaths"], group["live_births"], _multiplier(group), replicates),
                      **variance_trend(in_period["period_start"], in_period["true_variance"], min_years, p_threshold)})
     return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)

@@ -13,13 +13,13 @@ deaths d_i, live births n_i and stratifier value v_i (higher = more deprived):
   each count (groups independent; the overlap of quintile 5 with the area is accounted for).
 * :func:`poisson_gradient` -- log mu_i = log n_i + a + b x_i, the Poisson GLM (Newton-Raphson), with
   quasi-Poisson standard errors (Pearson chi2 / df, never below 1); :func:`sii_rii` turns it
-  into SII = (e^a - e^(a+b)) * 1000 and RII = e^(-b) with delta-method / log-scale intervals.
+  into SII = (e^a - e^(a+b)) * multiplier and RII = e^(-b) with delta-method / log-scale intervals.
 * :func:`concentration_index` -- C = 2 sum(w_i r_i x_i) / mu - 1, with the standard error of
   the convenient regression (Kakwani, Wagstaff & van Doorslaer 1997) on grouped data, births
   as weights (O'Donnell et al. 2008, ch. 8; WHO ``healthequal::rci``).
-* :func:`benchmark_comparisons` -- each commune against the lowest-rate commune of its region
-  with at least ``min_deaths`` deaths, or against a pooled list of communes (RT, RAP, RAP%,
-  excess deaths with intervals).
+* :func:`benchmark_pairs` -- each commune beside the lowest-rate commune of its region with at
+  least ``min_deaths`` deaths, or a pooled list of communes (the comparison itself is SQL's:
+  fct_commune_vs_benchmark).
 * :func:`gap_trends` -- the trend of the yearly log10(RII) (fct_trends' shell,
   :func:`infant_mortality.statistics.trends.fit_series_trends`) and whether the gap widened, narrowed or
   held.
@@ -58,7 +58,7 @@ CI_METHODS = {
     "R": "log scale, variance 1/d1 + 1/d5 (Poisson, quintiles independent)",
     "PAR": "Wald, Poisson variance of the deaths of quintile 5 and of the rest of the area",
     "PAF": "log scale of rate(q5)/rate(area), variance 1/d5 - 1/D (quintile 5 is part of the area)",
-    "avoidable_deaths": "PAR interval times live births / 1000",
+    "avoidable_deaths": "PAR interval times live births / the rate's multiplier",
     "SII": "delta method on (a, b), quasi-Poisson covariance",
     "RII": "exp(-b -/+ z se(b)), quasi-Poisson se",
     "CIX": "convenient regression on grouped data, births as weights (Kakwani, Wagstaff & "
@@ -171,11 +171,12 @@ def _na(note: str) -> Estimate:
     return Estimate(math.nan, math.nan, math.nan, note)
 
 
-def gap_measures(d1, n1, d5, n5, deaths, births, z: float = Z95) -> dict[str, Estimate]:
+def gap_measures(d1, n1, d5, n5, deaths, births, multiplier: float, z: float = Z95) -> dict[str, Estimate]:
     """D, R, PAR, PAF and avoidable deaths (docs/methods.md section 5).
 
     (d1, n1), (d5, n5): deaths and live births of quintiles 1 and 5; (deaths, births): the
-    whole area (every ranked commune). Rates per 1000. Intervals: Poisson variance of each
+    whole area (every ranked commune). Rates per ``multiplier`` live births (the indicator's).
+    Intervals: Poisson variance of each
     count; D and R treat the two quintiles as independent; PAR and PAF account for quintile
     5 being part of the area (the area's deaths are those of quintile 5 plus the rest).
     """
@@ -185,10 +186,11 @@ def gap_measures(d1, n1, d5, n5, deaths, births, z: float = Z95) -> dict[str, Es
         empty = "quintile 1" if n1 <= 0 else "quintile 5"
         note = f"{empty} has no commune (one commune holds too large a share of the births)"
         return {m: _na(note) for m in ("D", "R", "PAR", "PAF", "avoidable_deaths")}
-    r1, r5, r_area = 1000 * d1 / n1, 1000 * d5 / n5, 1000 * big_d / big_n
+    k = float(multiplier)
+    r1, r5, r_area = k * d1 / n1, k * d5 / n5, k * big_d / big_n
 
     diff = r1 - r5
-    se = 1000 * math.sqrt(d1 / n1**2 + d5 / n5**2)
+    se = k * math.sqrt(d1 / n1**2 + d5 / n5**2)
     out["D"] = Estimate(diff, diff - z * se, diff + z * se)
 
     if d1 > 0 and d5 > 0:
@@ -201,12 +203,12 @@ def gap_measures(d1, n1, d5, n5, deaths, births, z: float = Z95) -> dict[str, Es
         out["R"] = _na("no deaths in quintile 5: the ratio is undefined")
 
     par = r_area - r5
-    se_par = 1000 * math.sqrt((big_d - d5) / big_n**2 + d5 * (1 / n5 - 1 / big_n) ** 2)
+    se_par = k * math.sqrt((big_d - d5) / big_n**2 + d5 * (1 / n5 - 1 / big_n) ** 2)
     par_note = ("quintile 5 has a higher rate than the area: negative PAR (not set to 0)"
                 if par < 0 else None)
     out["PAR"] = Estimate(par, par - z * se_par, par + z * se_par, par_note)
-    out["avoidable_deaths"] = Estimate(par * big_n / 1000, (par - z * se_par) * big_n / 1000,
-                                       (par + z * se_par) * big_n / 1000, par_note)
+    out["avoidable_deaths"] = Estimate(par * big_n / k, (par - z * se_par) * big_n / k,
+                                       (par + z * se_par) * big_n / k, par_note)
 
     if big_d <= 0:
         out["PAF"] = _na("no deaths in the area: the fraction is undefined")
@@ -298,16 +300,16 @@ def _information(mu, x) -> np.ndarray:
     return np.array([[mu.sum(), cross], [cross, (mu * x * x).sum()]])
 
 
-def sii_rii(fit: GradientFit, z: float = Z95) -> dict[str, Estimate]:
-    """SII = (e^a - e^(a+b)) * 1000 (delta method), RII = e^(-b) (log scale), and a, b."""
+def sii_rii(fit: GradientFit, multiplier: float, z: float = Z95) -> dict[str, Estimate]:
+    """SII = (e^a - e^(a+b)) * multiplier (delta method), RII = e^(-b) (log scale), and a, b."""
     if not fit.estimable:
         return {m: _na(fit.note) for m in ("SII", "RII", "gradient_a", "gradient_b")}
     a, b, cov = fit.a, fit.b, fit.cov
     note = (f"quasi-Poisson dispersion {fit.dispersion:.3g}"
             + (" (below 1: Poisson standard errors kept)" if fit.dispersion < 1 else ""))
     top, bottom = math.exp(a), math.exp(a + b)
-    sii = 1000 * (top - bottom)
-    grad = 1000 * np.array([top - bottom, -bottom])
+    sii = multiplier * (top - bottom)
+    grad = multiplier * np.array([top - bottom, -bottom])
     se_sii = math.sqrt(float(grad @ cov @ grad))
     se_a, se_b = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
     return {
@@ -349,7 +351,8 @@ def concentration_index(deaths, births, ridit, z: float = Z95) -> Estimate:
     return Estimate(c, c - z * se, c + z * se)
 
 
-def group_measures(deaths, births, ridit, quintile, z: float = Z95, area_deaths=None, area_births=None):
+def group_measures(deaths, births, ridit, quintile, multiplier: float, z: float = Z95, area_deaths=None,
+                   area_births=None):
     """Every measure of one ranked group: ({measure: Estimate}, GradientFit).
 
     (deaths, births): the communes' published counts, which the commune-level models (the
@@ -363,11 +366,11 @@ def group_measures(deaths, births, ridit, quintile, z: float = Z95, area_deaths=
     na = n if area_births is None else np.asarray(area_births, dtype=float)
     q = np.asarray(quintile)
     out = gap_measures(da[q == 1].sum(), na[q == 1].sum(), da[q == N_QUINTILES].sum(),
-                       na[q == N_QUINTILES].sum(), da.sum(), na.sum(), z)
+                       na[q == N_QUINTILES].sum(), da.sum(), na.sum(), multiplier, z)
     rated = n > 0
     x = np.asarray(ridit, dtype=float)[rated]
     fit = poisson_gradient(d[rated], n[rated], x)
-    out.update(sii_rii(fit, z))
+    out.update(sii_rii(fit, multiplier, z))
     out["CIX"] = concentration_index(d[rated], n[rated], x, z)
     return out, fit
 
@@ -385,12 +388,14 @@ def quintile_rates(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd
     """Pooled deaths, births and rate (exact Poisson 95% limits) of each quintile of each group.
 
     Every group with a ranked commune gets five rows; a quintile without communes has
-    n_communes = 0 and null rate.
+    n_communes = 0 and null rate. Rates per the rows' ``multiplier`` (the indicator's).
     """
     ranked = membership[membership["exclusion_reason"].isna()]
     area_deaths, area_births = area_counts(ranked)
     ranked = ranked.assign(deaths=area_deaths, live_births=area_births)
-    groups = ranked[keys].drop_duplicates()
+    groups = ranked[keys + ["multiplier"]].drop_duplicates()
+    if groups.duplicated(keys).any():
+        raise ValueError("membership has more than one rate multiplier in a group")
     grid = groups.merge(pd.DataFrame({"quintile": range(1, N_QUINTILES + 1)}), how="cross")
     sums = (ranked.assign(quintile=ranked["quintile"].astype(int))
             .groupby(keys + ["quintile"], dropna=False)
@@ -404,12 +409,22 @@ def quintile_rates(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd
     deaths = out["deaths"].astype(float)
     has = births > 0
     lower, upper = poisson_ci(deaths.where(has, 0).to_numpy())
-    out["rate_per_1000"] = np.where(has, 1000 * deaths / births.where(has), np.nan)
-    out["ci95_lower"] = np.where(has, 1000 * lower / births.where(has), np.nan)
-    out["ci95_upper"] = np.where(has, 1000 * upper / births.where(has), np.nan)
+    k = out["multiplier"].astype(float)
+    out["rate_per_1000"] = np.where(has, k * deaths / births.where(has), np.nan)
+    out["ci95_lower"] = np.where(has, k * lower / births.where(has), np.nan)
+    out["ci95_upper"] = np.where(has, k * upper / births.where(has), np.nan)
+    out = out.drop(columns="multiplier")
     out["deaths"] = out["deaths"].astype("Int64")
     out["live_births"] = out["live_births"].astype("Int64")
     return out.sort_values(keys + ["quintile"], ignore_index=True)
+
+
+def _one_multiplier(values: np.ndarray) -> float:
+    """The one rate multiplier of a group's rows (the indicator's)."""
+    found = np.unique(values)
+    if len(found) != 1 or not found[0] > 0:
+        raise ValueError(f"a group needs one positive rate multiplier, got {found.tolist()}")
+    return float(found[0])
 
 
 def inequality_measures(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd.DataFrame:
@@ -421,6 +436,7 @@ def inequality_measures(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) 
     area_deaths, area_births = (c.to_numpy(dtype=float, na_value=np.nan) for c in area_counts(membership))
     ridit = pd.to_numeric(membership["ridit"]).to_numpy(dtype=float, na_value=np.nan)
     quintile = pd.to_numeric(membership["quintile"]).to_numpy(dtype=float, na_value=np.nan)
+    multiplier = pd.to_numeric(membership["multiplier"]).to_numpy(dtype=float, na_value=np.nan)
     rows = []
     # Positional indices per group: numpy slices instead of a pandas frame per group.
     for key, idx in _groups(membership, keys).indices.items():
@@ -437,7 +453,7 @@ def inequality_measures(membership: pd.DataFrame, keys: list[str] = GROUP_KEYS) 
         if len(r) == 0:
             measures = {m: _na("no commune with both live births and a value") for m in MEASURES}
         else:
-            measures, _ = group_measures(deaths[r], births[r], ridit[r], quintile[r],
+            measures, _ = group_measures(deaths[r], births[r], ridit[r], quintile[r], _one_multiplier(multiplier[r]),
                                          area_deaths=area_deaths[r], area_births=area_births[r])
         for m in MEASURES:
             e = measures[m]
@@ -499,7 +515,8 @@ def choose_benchmarks(communes: pd.DataFrame, min_deaths: int, listed: list[str]
     every commune of every region (one benchmark for the whole build).
     """
     data = communes[pd.to_numeric(communes["live_births"]).fillna(0) > 0].copy()
-    data["rate"] = 1000 * data["deaths"].astype(float) / data["live_births"].astype(float)
+    # Ranked by deaths per live birth: the order of the rates whatever their multiplier.
+    data["rate"] = data["deaths"].astype(float) / data["live_births"].astype(float)
     regions = communes[["region_code"] + BENCHMARK_KEYS].drop_duplicates()
     if listed:
         known = set(communes["commune_code"])
@@ -535,51 +552,20 @@ def choose_benchmarks(communes: pd.DataFrame, min_deaths: int, listed: list[str]
     return out
 
 
-def benchmark_comparisons(communes: pd.DataFrame, min_deaths: int, listed: list[str],
-                          z: float = Z95) -> pd.DataFrame:
-    """Every commune against its benchmark (:func:`choose_benchmarks`).
-
-    RT = r_c / r_B with log-scale variance 1/d_c + 1/d_B (1/d_c - 1/d_B when the commune is
-    part of the benchmark); RAP = r_c - r_B with Poisson variance d_c/n_c^2 + d_B/n_B^2 (minus
-    2 d_c / (n_c n_B) when the commune is part of it); RAP% = 100 (r_c - r_B) / r_c, interval
-    from RT's, 100 (1 - 1/RT); excess deaths = d_c - n_c r_B / 1000 = RAP n_c / 1000.
-    """
+def benchmark_pairs(communes: pd.DataFrame, min_deaths: int, listed: list[str]) -> pd.DataFrame:
+    """Every commune beside its benchmark (:func:`choose_benchmarks`): the commune's rows with
+    the benchmark's codes, names, deaths, births and rule, ``is_benchmark`` (the commune is, or
+    is part of, its benchmark: the two counts are then nested) and a ``note``. The comparison
+    arithmetic (RT, RAP, RAP%, excess deaths and their intervals) is SQL's, in
+    fct_commune_vs_benchmark (macros/comparisons.sql, shared with fct_commune_vs_region)."""
     bench = choose_benchmarks(communes, min_deaths, listed)
     out = communes.merge(bench, on=["region_code"] + BENCHMARK_KEYS, how="left")
-    d = out["deaths"].astype(float).to_numpy()
-    n = out["live_births"].astype(float).to_numpy()
-    db = out["benchmark_deaths"].astype(float).to_numpy()
-    nb = out["benchmark_live_births"].astype(float).to_numpy()
+    d = pd.to_numeric(out["deaths"]).to_numpy(dtype=float, na_value=np.nan)
+    n = pd.to_numeric(out["live_births"]).to_numpy(dtype=float, na_value=np.nan)
+    nb = pd.to_numeric(out["benchmark_live_births"]).to_numpy(dtype=float, na_value=np.nan)
     member = np.array([isinstance(b, str) and c in b.split(",")
                        for c, b in zip(out["commune_code"], out["benchmark_communes"])])
-    sign = np.where(member, -1.0, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        has = (n > 0) & (nb > 0)
-        r = np.where(n > 0, 1000 * d / n, np.nan)
-        rb = np.where(nb > 0, 1000 * db / nb, np.nan)
-        rt = np.where(has & (rb > 0), r / rb, np.nan)
-        var_log = np.where((d > 0) & (db > 0), 1 / d + sign / db, np.nan)
-        se_log = np.sqrt(np.clip(var_log, 0, None))
-        rt_lo, rt_hi = rt * np.exp(-z * se_log), rt * np.exp(z * se_log)
-        rap = r - rb
-        cov = np.where(member, d / (n * nb), 0.0)
-        se_rap = 1000 * np.sqrt(np.clip(d / n**2 + db / nb**2 - 2 * cov, 0, None))
-        rap_pct = np.where(d > 0, 100 * (r - rb) / r, np.nan)
-        out["rate_per_1000"] = r
-        out["benchmark_rate_per_1000"] = rb
-        out["is_benchmark"] = member
-        out["rate_ratio"] = rt
-        out["rate_ratio_ci95_lower"] = rt_lo
-        out["rate_ratio_ci95_upper"] = rt_hi
-        out["excess_rate_per_1000"] = np.where(has, rap, np.nan)
-        out["excess_rate_ci95_lower"] = np.where(has, rap - z * se_rap, np.nan)
-        out["excess_rate_ci95_upper"] = np.where(has, rap + z * se_rap, np.nan)
-        out["attributable_percent"] = np.where(has, rap_pct, np.nan)
-        out["attributable_percent_ci95_lower"] = np.where(has & (d > 0), 100 * (1 - 1 / rt_lo), np.nan)
-        out["attributable_percent_ci95_upper"] = np.where(has & (d > 0), 100 * (1 - 1 / rt_hi), np.nan)
-        out["excess_deaths"] = np.where(has, d - n * rb / 1000, np.nan)
-        out["excess_deaths_ci95_lower"] = np.where(has, (rap - z * se_rap) * n / 1000, np.nan)
-        out["excess_deaths_ci95_upper"] = np.where(has, (rap + z * se_rap) * n / 1000, np.nan)
+    out["is_benchmark"] = member
     notes = []
     for i in range(len(out)):
         parts = []
@@ -587,16 +573,13 @@ def benchmark_comparisons(communes: pd.DataFrame, min_deaths: int, listed: list[
             parts.append(out["benchmark_note"].iloc[i])
         if not n[i] > 0:
             parts.append("no live births in the period")
-        elif has[i] and d[i] == 0:
+        elif nb[i] > 0 and d[i] == 0:
             parts.append("no deaths: RT is 0, RAP% undefined, no log-scale interval")
         if member[i]:
             parts.append("the commune is (part of) the benchmark")
         notes.append("; ".join(parts) or None)
     out["note"] = notes
-    for c in out.columns:
-        if out[c].dtype == float:
-            out[c] = out[c].replace([np.inf, -np.inf], np.nan)
-    return out
+    return out.drop(columns="benchmark_note")
 
 
 # --------------------------------------------------------------------------------------------

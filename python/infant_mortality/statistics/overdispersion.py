@@ -117,23 +117,23 @@ def adjusted_funnel_category(observed, expected, tau2):
     return category[()] if np.ndim(category) == 0 else category
 
 
-def adjusted_funnel_rate_limits(rate_per_1000: float, grid, tau2: float, levels=FUNNEL_LEVELS) -> dict:
-    """The adjusted control limits as rates per 1000 around an area's rate at each live-birth
+def adjusted_funnel_rate_limits(rate: float, grid, tau2: float, multiplier: float, levels=FUNNEL_LEVELS) -> dict:
+    """The adjusted control limits as rates per `multiplier` live births around an area's rate at each live-birth
     count of `grid`: {level: (lower rates, upper rates)}, each the wider of the exact Poisson
     limit (`funnel_count_limits`) and the random-effects one, as `adjusted_funnel_category`
     decides; the exact limits where tau^2 = 0. A commune drawn outside a limit at its own
     births is in the matching `adjusted_funnel_category`."""
     grid = np.asarray(grid, dtype=float)
-    expected = rate_per_1000 * grid / 1000.0
+    expected = rate * grid / multiplier
     limits = {}
     for level in levels:
-        exact_lower, exact_upper = (1000 * limit / grid for limit in funnel_count_limits(expected, level))
+        exact_lower, exact_upper = (multiplier * limit / grid for limit in funnel_count_limits(expected, level))
         if tau2 == 0:
             limits[level] = (exact_lower, exact_upper)
         else:
             lower, upper = adjusted_ratio_limits(expected, tau2, level)
-            limits[level] = (np.minimum(exact_lower, rate_per_1000 * lower),
-                             np.maximum(exact_upper, rate_per_1000 * upper))
+            limits[level] = (np.minimum(exact_lower, rate * lower),
+                             np.maximum(exact_upper, rate * upper))
     return limits
 
 

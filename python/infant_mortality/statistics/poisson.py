@@ -26,7 +26,7 @@ def poisson_ci(deaths, level: float = 0.95):
     """Exact (Garwood) limits for a Poisson count: returns (lower, upper) on the count scale.
 
     lower = qchisq(a/2, 2d)/2 (0 when d = 0), upper = qchisq(1 - a/2, 2d + 2)/2.
-    Divide by the births and multiply by 1000 for a rate interval.
+    Divide by the births and multiply by the rate's multiplier for a rate interval.
     """
     d = np.asarray(deaths, dtype=float)
     if np.any(d < 0):
@@ -152,10 +152,10 @@ def funnel_count_limits(expected, level: float):
     return lower, upper
 
 
-def funnel_rate_limits(rate_per_1000: float, births_min: float, births_max: float, points: int = 36,
+def funnel_rate_limits(rate: float, births_min: float, births_max: float, multiplier: float, points: int = 36,
                        levels=FUNNEL_LEVELS) -> tuple[np.ndarray, dict]:
-    """The funnel plot's control limits, as rates per 1000, around an area's rate over a grid of
-    live births: (grid, {level: (lower rates, upper rates)}).
+    """The funnel plot's control limits, as rates per `multiplier` live births (the indicator's),
+    around an area's rate over a grid of live births: (grid, {level: (lower rates, upper rates)}).
 
     The grid is `points` log-spaced birth counts from max(1, births_min) to births_max; at each,
     the limits are `funnel_count_limits` of the expected deaths (rate x births), divided by the
@@ -163,9 +163,9 @@ def funnel_rate_limits(rate_per_1000: float, births_min: float, births_max: floa
     `funnel_category` (same exact Poisson rule).
     """
     grid = np.geomspace(max(1.0, births_min), births_max, points)
-    expected = rate_per_1000 * grid / 1000.0
+    expected = rate * grid / multiplier
     limits = {}
     for level in levels:
         lower, upper = funnel_count_limits(expected, level)
-        limits[level] = (1000 * lower / grid, 1000 * upper / grid)
+        limits[level] = (multiplier * lower / grid, multiplier * upper / grid)
     return grid, limits

@@ -1,6 +1,6 @@
 """Empirical Bayes smoothing of commune rates (docs/methods.md section 6).
 
-Rates are in deaths per live birth here; the mart reports them per 1000.
+Rates are in deaths per live birth here; the mart reports them per the indicator's multiplier (1000).
 
 * ``eb_global``: Marshall (1991), as R ``spdep::EBest``, over a set of k areas with deaths d_i
   and births n_i (r_i = d_i / n_i):
@@ -128,15 +128,16 @@ def smooth_commune_rates(pooled: pd.DataFrame, neighbours: pd.DataFrame) -> pd.D
     """Rows of ``fct_smoothed_rates`` from the pooled counts and the neighbour pairs.
 
     ``pooled``: one row per commune, indicator and period with commune_code, commune_name,
-    region_code, indicator, period_start, period_end, deaths, live_births and
-    region_rate_per_1000 (as in ``fct_commune_vs_region``). ``neighbours``: commune_code,
+    region_code, indicator, multiplier (the rate is per this many live births), period_start,
+    period_end, deaths, live_births and region_rate_per_1000 (as in ``fct_commune_vs_region``). ``neighbours``: commune_code,
     neighbour_code (both directions). Global EB is computed within each region, indicator and
     period; local EB over each commune and those of its neighbours that have a rate for the same
     indicator and period (in any region). A commune without a rate (no live births, or no count)
     gets null estimates and a note; an island, or a commune none of whose neighbours has a rate,
     gets the global estimate as its local one, with a note.
     """
-    required = {"commune_code", "commune_name", "region_code", *GROUP, "deaths", "live_births", "region_rate_per_1000"}
+    required = {"commune_code", "commune_name", "region_code", *GROUP, "multiplier", "deaths", "live_births",
+                "region_rate_per_1000"}
     missing = required - set(pooled.columns)
     if missing:
         raise ValueError(f"pooled counts lack columns: {sorted(missing)}")
@@ -164,6 +165,7 @@ def _smooth_one_period(period: pd.DataFrame, around: dict[str, list[str]]) -> pd
     deaths = pd.to_numeric(period["deaths"]).astype(float).to_numpy()
     births = pd.to_numeric(period["live_births"]).astype(float).to_numpy()
     has_rate = np.isfinite(deaths) & np.isfinite(births) & (births > 0)
+    multiplier = pd.to_numeric(period["multiplier"]).astype(float).to_numpy()
     notes: list[list[str]] = [[] for _ in range(len(period))]
     crude = np.full(len(period), np.nan)
     crude[has_rate] = deaths[has_rate] / births[has_rate]
@@ -184,7 +186,8 @@ def _smooth_one_period(period: pd.DataFrame, around: dict[str, list[str]]) -> pd
         global_eb[rows] = fit.estimate
         shrinkage[rows] = fit.shrinkage
         if fit.a > 0:
-            threshold = pd.to_numeric(period["region_rate_per_1000"]).astype(float).to_numpy()[rows] / 1000.0
+            threshold = (pd.to_numeric(period["region_rate_per_1000"]).astype(float).to_numpy()[rows]
+                         / multiplier[rows])
             exceeds[rows] = prob_exceeds(deaths[rows], births[rows], fit.a, fit.b, threshold)
         else:
             for i in rows:
@@ -215,9 +218,9 @@ def _smooth_one_period(period: pd.DataFrame, around: dict[str, list[str]]) -> pd
         "period_end": period["period_end"],
         "deaths": period["deaths"],
         "live_births": period["live_births"],
-        "crude_rate_per_1000": crude * 1000.0,
-        "eb_global_rate_per_1000": global_eb * 1000.0,
-        "eb_local_rate_per_1000": local_eb * 1000.0,
+        "crude_rate_per_1000": crude * multiplier,
+        "eb_global_rate_per_1000": global_eb * multiplier,
+        "eb_local_rate_per_1000": local_eb * multiplier,
         "shrinkage": shrinkage,
         "prob_exceeds_region": exceeds,
         "note": ["; ".join(n) if n else None for n in notes],

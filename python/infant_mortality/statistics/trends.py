@@ -113,7 +113,7 @@ OUTPUT_DTYPES = {
 OUTPUT_COLUMNS = list(OUTPUT_DTYPES)
 
 RATE_COLUMNS = ["area_level", "area_code", "area_name", "region_code", "year", "indicator",
-                "deaths", "live_births", "rate_per_1000"]
+                "deaths", "live_births", "multiplier", "rate_per_1000"]
 PERIOD_COLUMNS = ["period_start", "period_end"]
 
 
@@ -152,9 +152,9 @@ def _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, 
         raise ValueError(f"min_years must be an integer >= {floor} for {fitter.label}, got {min_years!r}")
 
 
-def _typed_rows(rows, keys, year, rate, deaths, live_births, reason) -> pd.DataFrame:
+def _typed_rows(rows, keys, year, rate, deaths, live_births, multiplier, reason) -> pd.DataFrame:
     """The input rows with fixed column names and types, checked: keys, year, deaths,
-    live_births, rate, reason (optional columns all-NULL when absent)."""
+    live_births, multiplier, rate, reason (optional columns all-NULL when absent)."""
 
     def optional(name, dtype):
         if name is not None and name in rows.columns:
@@ -165,6 +165,7 @@ def _typed_rows(rows, keys, year, rate, deaths, live_births, reason) -> pd.DataF
     r["year"] = pd.to_numeric(rows[year]).astype("Int64")
     r["deaths"] = optional(deaths, "Float64")
     r["live_births"] = optional(live_births, "Float64")
+    r["multiplier"] = optional(multiplier, "Float64")
     r["rate"] = pd.to_numeric(rows[rate]).astype("Float64")
     r["reason"] = optional(reason, "string")
     if r[[*keys, "year"]].isna().any().any():
@@ -214,7 +215,8 @@ def _window_years(r, grid, keys, zero_rate_policy) -> pd.DataFrame:
     half = np.zeros(len(w), dtype=bool)
     if zero_rate_policy == "add_half_death":
         half = zero & (births > 0) & ~(deaths > 0)
-        y_rate = np.where(half, 0.5 / np.where(half, births, 1.0) * 1000.0, y_rate)
+        multiplier = w["multiplier"].to_numpy(dtype=float, na_value=np.nan)
+        y_rate = np.where(half, 0.5 / np.where(half, births, 1.0) * multiplier, y_rate)
     used = np.isfinite(y_rate) & (y_rate > 0)
     counted = ~unavailable & (births > 0) & (deaths >= 0)
     return w.assign(unavailable=unavailable, zero=zero, half=half, used=used, counted=counted,
@@ -272,6 +274,7 @@ def fit_series_trends(
     rate: str = "rate_per_1000",
     deaths: str | None = "deaths",
     live_births: str | None = "live_births",
+    multiplier: str | None = "multiplier",
     reason: str | None = "unavailable_reason",
     attributes: list[str] | tuple[str, ...] = (),
     min_years: int = 5,
@@ -288,6 +291,8 @@ def fit_series_trends(
     ``rows``: one row per series and year with the columns ``keys``, ``year`` and ``rate``
     (a rate > 0 is fitted on the log10 scale; NULL = unavailable, 0 = zero rate). Optional
     columns: ``deaths`` and ``live_births`` (needed by ``zero_rate_policy="add_half_death"``),
+    ``multiplier`` (the rate is per this many live births: needed with counts, by that policy
+    and by the fitters of counts, whose intercept is on the scale of the rate),
     ``reason`` (why a rate is NULL, quoted in ``note``), ``attributes`` (descriptive columns
     carried to the output, first non-null value per series). Names set to None or absent
     from ``rows`` are not used.
@@ -315,7 +320,7 @@ def fit_series_trends(
             raise ValueError(f"periods is missing columns {missing}")
     t_start = time.perf_counter()
     rows = rows.reset_index(drop=True)
-    r = _typed_rows(rows, keys, year, rate, deaths, live_births, reason)
+    r = _typed_rows(rows, keys, year, rate, deaths, live_births, multiplier, reason)
     grid = _series_grid(r, rows, keys, periods, attributes)
     out_columns = [*keys, *attributes, *PERIOD_COLUMNS, *STAT_DTYPES]
     if grid.empty:
@@ -342,6 +347,7 @@ def fit_series_trends(
     births_all = w["live_births"].to_numpy(dtype=float, na_value=np.nan)
     fit = fitter.fit(SeriesData(series=sid_all[fit_mask], year=w["year"].to_numpy(dtype=float)[fit_mask],
                                 deaths=deaths_all[fit_mask], births=births_all[fit_mask],
+                                multiplier=w["multiplier"].to_numpy(dtype=float, na_value=np.nan)[fit_mask],
                                 y=w["y"].to_numpy()[fit_mask]))
     idx = np.asarray(fit.series).astype(int)
 

@@ -13,7 +13,7 @@ checked as (
 )
 
 select
-    lpad(trim(fields[2]), 5, '0') as commune_code,
+    {{ commune_code_or_text('fields[2]') }} as commune_code,
     trim(fields[3]) as commune_name,
     lpad(trim(fields[1]), 2, '0') as region_code,
     cast({{ whole_number('fields[4]', '4') }} as integer) as year,

@@ -34,7 +34,7 @@ typed as (
         {{ deis_is_malformed('edad_tipo') }} or {{ deis_is_malformed('edad_cant') }} as is_age_malformed,
         trim(edad_tipo) as age_unit_as_read,
         trim(edad_cant) as age_amount_as_read,
-        {{ deis_commune_code('codigo_comuna_residencia') }} as commune_code_as_read,
+        {{ commune_code_or_text('codigo_comuna_residencia') }} as commune_code_as_read,
         trim(glosa_comuna_residencia) as commune_name,
         trim(glosa_reg_res) as region_name,
         lpad({{ deis_whole_number('reg_res') }}::varchar, 2, '0') as region_code,

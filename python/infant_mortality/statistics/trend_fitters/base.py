@@ -38,27 +38,46 @@ METHOD_COLUMNS = ("rho", "iterations", "converged", "dw_original", "dw_transform
 @dataclass(frozen=True, eq=False)
 class SeriesData:
     """What a fitter fits, one entry per series-year: the series label, the year, the deaths
-    and live births (NaN when the rows carry no counts, e.g. a yearly index), and ``y``, the
+    and live births (NaN when the rows carry no counts, e.g. a yearly index), the rate's
+    multiplier (the rate is per this many live births; NaN without counts), and ``y``, the
     log10 of the rate fitted (finite on every row a ``"log_rate"`` fitter receives)."""
 
     series: np.ndarray
     year: np.ndarray
     deaths: np.ndarray
     births: np.ndarray
+    multiplier: np.ndarray
     y: np.ndarray
 
     def __post_init__(self):
         n = len(self.series)
-        for name in ("year", "deaths", "births", "y"):
+        for name in ("year", "deaths", "births", "multiplier", "y"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"SeriesData.{name} has {len(getattr(self, name))} entries for {n} rows")
+
+    def log_multiplier(self, labels) -> np.ndarray:
+        """ln(multiplier) per series label of ``labels``: a fitter of counts adds it to its
+        ln(deaths / births) intercept so that the intercept is on the scale of the rate. A
+        series needs one positive multiplier on every row."""
+        found, codes = np.unique(np.asarray(self.series), return_inverse=True)
+        multiplier = np.asarray(self.multiplier, dtype=float)
+        low, high = np.full(len(found), np.inf), np.full(len(found), -np.inf)
+        np.minimum.at(low, codes, multiplier)
+        np.maximum.at(high, codes, multiplier)
+        at = np.searchsorted(found, labels)
+        bad = ~((low[at] == high[at]) & (low[at] > 0))  # NaN fails both comparisons
+        if bad.any():
+            label = labels[np.argmax(bad)]
+            raise ValueError(f"series {label!r} needs one positive rate multiplier on every row, "
+                             f"got {low[at][bad][0]:g} to {high[at][bad][0]:g}")
+        return np.log(low[at])
 
 
 @dataclass(frozen=True, eq=False)
 class SeriesFits:
     """One fit per series label (``series``, sorted), arrays aligned with it.
 
-    ``intercept`` and ``slope`` are on the log10 scale of the rate per 1000 and the raw year
+    ``intercept`` and ``slope`` are on the log10 scale of the rate (per its multiplier) and the raw year
     (Stata's ``_cons``: the fitted log10 rate at year t is intercept + slope * t). ``df_resid`` is the residual degrees of freedom used for the
     slope's t statistic (the shell uses it for the APC interval). ``estimable`` False means
     the statistics say nothing (the shell nulls them and calls the trend ``not_estimable``);

@@ -55,9 +55,10 @@ class JoinpointFitter:
         slope, se = column("slope") / LN10, column("slope_se") / LN10
         one_segment = np.array([f.n_joinpoints == 0 for f in fits])
         df = np.where(one_segment, column("df_resid"), np.inf)
+        labels = np.array([f.series for f in fits])
         return SeriesFits(
-            series=np.array([f.series for f in fits]),
-            intercept=(column("intercept") + np.log(1000.0)) / LN10,
+            series=labels,
+            intercept=(column("intercept") + data.log_multiplier(labels)) / LN10,
             slope=slope,
             slope_se=se,
             t_stat=slope / se,

@@ -15,7 +15,7 @@ with statsmodels ``GLM(deaths, [1, year], Poisson, offset=ln births).fit(scale="
 * Not estimable: no finite maximum likelihood (no deaths, or every death in the first or in the
   last year: the slope runs to -+infinity), Newton-Raphson not converged, no residual degree of
   freedom, an exact fit (chi2 = 0), or r >= 1.
-* The slope and intercept are returned on the log10 scale of the rate per 1000 (b / ln 10), as
+* The slope and intercept are returned on the log10 scale of the rate per its multiplier (b / ln 10), as
   every fitter's; ``rho`` carries r and ``dispersion`` carries phi.
 """
 
@@ -88,7 +88,7 @@ class PoissonFitter:
             intercept_ln = np.where(fitted, a - b * centre, np.nan)
         return SeriesFits(
             series=labels,
-            intercept=(intercept_ln + np.log(1000.0)) / LN10,  # log10 of the rate per 1000
+            intercept=(intercept_ln + data.log_multiplier(labels)) / LN10,  # log10 of the rate
             slope=np.where(fitted, b, np.nan) / LN10,
             slope_se=se / LN10,
             t_stat=t_stat,
