@@ -7,5 +7,8 @@ select
     unit,
     cast(reference_year as integer) as reference_year,
     coverage,
-    source_file
+    source_file,
+    higher_is_more_deprived,
+    cast(value_min as double) as value_min,
+    cast(value_max as double) as value_max
 from {{ ref('stratifiers') }}

@@ -58,8 +58,8 @@ EXPECTED_QUINTILE = {"13101": 1, "13108": 1, "13102": 2, "13103": 3, "13104": 4,
 def fixture_frame(rows=FIXTURE, **keys) -> pd.DataFrame:
     base = {"area_level": "region", "area_code": "13", "indicator": "imr", "multiplier": 1000,
             "period_start": 2010, "period_end": 2019, "stratifier": "income_poverty_2013"} | keys
-    return pd.DataFrame([{**base, "commune_code": c, "value": v, "live_births": n, "deaths": d}
-                         for c, v, n, d in rows])
+    return pd.DataFrame([{"higher_is_more_deprived": True, **base, "commune_code": c, "value": v,
+                          "live_births": n, "deaths": d} for c, v, n, d in rows])
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,17 @@ def test_ridits_quintiles_and_order_by_hand(ranked):
     assert inside.sort_values("deprivation_rank").index.tolist() == [
         "13101", "13108", "13102", "13103", "13104", "13105"]
     assert r.loc["13102", "births_before"] == 180
+
+
+def test_a_stratifier_where_lower_is_worse_ranks_the_lowest_value_first(ranked):
+    """The seed's direction: with higher_is_more_deprived false the same values rank in reverse
+    (ties still by commune code), so the most deprived commune is the lowest value."""
+    reverse = rank_communes(fixture_frame(higher_is_more_deprived=False)).set_index("commune_code")
+    forward = ranked.set_index("commune_code")
+    inside = forward[forward["exclusion_reason"].isna()]
+    by_value = inside.sort_values(["value", "deprivation_rank"], ascending=[True, True])
+    assert reverse.loc[by_value.index[0], "deprivation_rank"] == 1
+    assert reverse.loc[inside["deprivation_rank"].idxmin(), "deprivation_rank"] == len(inside)
 
 
 def test_communes_without_value_or_births_are_kept_and_flagged(ranked):

@@ -136,7 +136,9 @@ select
     cast(area_rows.live_births as bigint) as live_births,
     cast(area_rows.unpublished_deaths as bigint) as unpublished_deaths,
     cast(area_rows.unpublished_live_births as bigint) as unpublished_live_births,
-    stratifier_values.value
+    stratifier_values.value,
+    -- Which way the ranking runs (seed `stratifiers`); constant within a stratifier.
+    stratifiers_seed.higher_is_more_deprived
 from area_rows
 inner join areas_covered
     on area_rows.area_level = areas_covered.area_level and area_rows.area_code = areas_covered.area_code
@@ -145,3 +147,4 @@ left join area_names
 left join stratifier_values
     on areas_covered.stratifier = stratifier_values.stratifier
     and area_rows.commune_code = stratifier_values.commune_code
+inner join {{ ref('stratifiers') }} as stratifiers_seed on areas_covered.stratifier = stratifiers_seed.stratifier

@@ -1,5 +1,6 @@
 -- Every covariate value as a stratifier: one row per line of the covariate files, named with
--- the stratifier names of docs/methods.md section 5 (higher value = more deprived in all four).
+-- the stratifier names of the seed `stratifiers`, which also says which way is deprived and the
+-- valid range of a value.
 -- `problem` is null for a usable value; otherwise the row is kept here, audited
 -- (int_audit__covariates) and left out of every inequality measure.
 with income_poverty_2013 as (
@@ -16,6 +17,10 @@ poverty_2022 as (
 
 communes as (
     select commune_code, commune_name, region_code from {{ ref('stg_reference__communes') }}
+),
+
+stratifiers as (
+    select stratifier, higher_is_more_deprived, value_min, value_max from {{ ref('stratifiers') }}
 ),
 
 all_values as (
@@ -39,9 +44,14 @@ checked as (
         all_values.*,
         communes.commune_name,
         communes.region_code,
+        stratifiers.stratifier is not null as is_declared,
+        stratifiers.higher_is_more_deprived,
+        stratifiers.value_min,
+        stratifiers.value_max,
         count(*) over (partition by all_values.stratifier, all_values.commune_code) as n_rows_for_commune
     from all_values
     left join communes on all_values.commune_code = communes.commune_code
+    left join stratifiers on all_values.stratifier = stratifiers.stratifier
 )
 
 select
@@ -53,12 +63,11 @@ select
     value,
     source_file,
     cast(source_line as bigint) as source_line,
-    -- All four covariates are percentages or 0-100 indices.
     case
-        when stratifier is null then 'stratifier_unknown'
+        when not is_declared then 'stratifier_unknown'
         when region_code is null then 'commune_unknown'
         when n_rows_for_commune > 1 then 'commune_duplicated'
         when value is null then 'value_not_numeric'
-        when value < 0 or value > 100 or isnan(value) then 'value_out_of_range'
+        when value < value_min or value > value_max or isnan(value) then 'value_out_of_range'
     end as problem
 from checked

@@ -45,7 +45,7 @@ Z95 = float(stats.norm.ppf(0.975))
 N_QUINTILES = 5
 
 GROUP_KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end", "stratifier"]
-COMMUNE_COLUMNS = ["commune_code", "deaths", "live_births", "value"]
+COMMUNE_COLUMNS = ["commune_code", "deaths", "live_births", "value", "higher_is_more_deprived"]
 # Optional: a commune's signed counts in the area's years without a rate of its own, which enter
 # the area's (and so the quintiles') sums but not the commune-level models (methods.md section 8).
 UNPUBLISHED_COLUMNS = ["unpublished_deaths", "unpublished_live_births"]
@@ -105,8 +105,9 @@ def _check_communes(frame: pd.DataFrame, keys: list[str]) -> None:
 def rank_communes(communes: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd.DataFrame:
     """Ridit and quintile of every commune within each group of ``keys``.
 
-    Input: ``keys`` + commune_code, deaths, live_births, value (NaN = no value), optionally
-    :data:`UNPUBLISHED_COLUMNS`. The ridit counts all the commune's births in the area's count
+    Input: ``keys`` + commune_code, deaths, live_births, value (NaN = no value),
+    higher_is_more_deprived (the stratifier's direction, seed `stratifiers`: False ranks the
+    lowest value first), optionally :data:`UNPUBLISHED_COLUMNS`. The ridit counts all the commune's births in the area's count
     (published + unpublished). Output: the input rows plus ``exclusion_reason``
     (``no_live_births`` -- neither births nor deaths in the period --, ``no_value`` -- no stratifier value
     --, or None when ranked), ``deprivation_rank`` (1 = most deprived), ``births_before``,
@@ -123,7 +124,9 @@ def rank_communes(communes: pd.DataFrame, keys: list[str] = GROUP_KEYS) -> pd.Da
     out["exclusion_reason"] = pd.Series(reason, index=out.index, dtype="string")
     ranked = out[out["exclusion_reason"].isna()].copy()
     ranked["_births"] = births[ranked.index]
-    ranked["_value"] = value[ranked.index]
+    # Most deprived first: the highest value, or the lowest when lower is worse.
+    higher_is_worse = out["higher_is_more_deprived"].astype(bool)
+    ranked["_value"] = value[ranked.index].where(higher_is_worse[ranked.index], -value[ranked.index])
     ranked = ranked.sort_values(keys + ["_value", "commune_code"],
                                 ascending=[True] * len(keys) + [False, True], kind="mergesort")
     grouped = ranked.groupby(keys, sort=False, dropna=False)
