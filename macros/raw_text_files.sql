@@ -148,3 +148,28 @@
     select *, regexp_extract(filename, '[^/\\]+$') as source_file, row_number() over () + 1 as source_line
     from {{ relation }}
 {%- endmacro %}
+
+
+{#- The duplicate-key stop of a staging model that reads a file line by line: `keys` is a list of
+    (column, label) pairs. duplicate_key_columns() adds, per line, how many lines share its key
+    and the first of them; duplicate_key_stop() is null, or a DuckDB error naming the file, the
+    line, the first line with the same key and the key itself, so that a duplicated official row
+    stops the build instead of being summed twice. A line whose key is incomplete (a parse
+    problem) is not a duplicate here: its own parse_problem reports it. -#}
+{% macro duplicate_key_columns(keys) -%}
+    {%- set partition = keys | map('first') | join(', ') -%}
+    count(*) over (partition by {{ partition }}) as key_rows,
+    min(source_line) over (partition by {{ partition }}) as key_first_line
+{%- endmacro %}
+
+{% macro duplicate_key_stop(keys) -%}
+    case when key_rows > 1 and source_line > key_first_line
+        {%- for column, label in keys %} and {{ column }} is not null{% endfor %}
+        then error('Duplicated row in ' || source_file || ' line ' || cast(source_line as varchar)
+            || ': same key as line ' || cast(key_first_line as varchar) || ' ('
+            {%- for column, label in keys %}
+            || '{{ " " if not loop.first }}{{ label }}=' || cast({{ column }} as varchar)
+            {%- endfor %}
+            || '). Each key must appear once; remove the extra row.')
+    end
+{%- endmacro %}

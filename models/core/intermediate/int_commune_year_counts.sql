@@ -16,11 +16,6 @@ communes as (
     from {{ ref('stg_reference__communes') }}
 ),
 
-regions_present as (
-    select distinct communes.region_code
-    from counts inner join communes on counts.commune_code = communes.commune_code
-),
-
 -- Every year from the first to the last: a year missing for every commune is a gap to report.
 years as (
     select cast(series.year as integer) as year
@@ -29,11 +24,7 @@ years as (
 ),
 
 expected as (
-    select communes.commune_code, communes.commune_name, communes.region_code, years.year, indicators.indicator
-    from communes
-    inner join regions_present on communes.region_code = regions_present.region_code
-    cross join years
-    cross join (select distinct indicator from counts) as indicators
+    {{ commune_year_grid('counts', 'years') }}
 ),
 
 known_communes as (

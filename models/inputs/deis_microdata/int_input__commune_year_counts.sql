@@ -13,19 +13,12 @@ covered as (
     select distinct kind, year from {{ ref('int_deis__file_years') }}
 ),
 
-communes as (
-    select commune_code, region_code from {{ ref('stg_reference__communes') }}
+years as (
+    select distinct year from counts
 ),
 
 grid as (
-    select communes.commune_code, years.year, indicators.indicator
-    from communes
-    cross join (select distinct year from counts) as years
-    cross join (select distinct indicator from counts) as indicators
-    where communes.region_code in (
-        select communes.region_code
-        from counts inner join communes on counts.commune_code = communes.commune_code
-    )
+    {{ commune_year_grid('counts', 'years') }}
 )
 
 -- Full join: a code outside the reference list (none today: such records are not assignable)

@@ -4,6 +4,7 @@
 -- 4 digits are padded back to the 5-character CUT code; any other length is malformed, never cut.
 -- A key (commune, year, sex, age group) read twice stops the build here, naming both lines.
 {% set header = 'CODIGO_COMUNA_RESIDENCIA,Year,Gender,Death_count_all_cause,Mean_age,Age group' %}
+{% set key = [('commune_code', 'commune'), ('year', 'year'), ('sex', 'sex'), ('age_group', 'age_group')] %}
 with lines as (
     {{ raw_text_lines(source('deis_aggregates', 'deaths_by_age_group'), header) }}
 ),
@@ -47,8 +48,7 @@ checked as (
 keyed as (
     select
         *,
-        count(*) over (partition by commune_code, year, sex, age_group) as key_rows,
-        min(source_line) over (partition by commune_code, year, sex, age_group) as key_first_line
+        {{ duplicate_key_columns(key) }}
     from checked
 )
 
@@ -66,11 +66,5 @@ select
     line as raw_line
 from keyed
 where (
-    case when key_rows > 1 and source_line > key_first_line and commune_code is not null
-            and year is not null and sex is not null and age_group is not null
-        then error('Duplicated row in ' || source_file || ' line ' || cast(source_line as varchar)
-            || ': same key as line ' || cast(key_first_line as varchar) || ' (commune=' || commune_code
-            || ' year=' || cast(year as varchar) || ' sex=' || sex || ' age_group=' || age_group
-            || '). Each key must appear once; remove the extra row.')
-    end) is null
+    {{ duplicate_key_stop(key) }}) is null
     and ({{ implausible_count_stop('deaths', 'Death_count_all_cause') }}) is null

@@ -4,6 +4,7 @@
 -- A key (year, commune, event, sex) read twice stops the build here, naming both lines: a
 -- duplicated official row would otherwise be summed into a commune-year.
 {% set header = 'anio,codigo_comuna,nombre_comuna,evento,sexo,cantidad' %}
+{% set key = [('year', 'year'), ('commune_code', 'commune'), ('event_type', 'event'), ('sex', 'sex')] %}
 with lines as (
     {{ raw_text_lines(source('ine', 'vital_statistics'), header) }}
 ),
@@ -48,8 +49,7 @@ checked as (
 keyed as (
     select
         *,
-        count(*) over (partition by year, commune_code, event_type, sex) as key_rows,
-        min(source_line) over (partition by year, commune_code, event_type, sex) as key_first_line
+        {{ duplicate_key_columns(key) }}
     from checked
 )
 
@@ -67,11 +67,5 @@ select
     line as raw_line
 from keyed
 where (
-    case when key_rows > 1 and source_line > key_first_line and year is not null and commune_code is not null
-            and event_type is not null and sex is not null
-        then error('Duplicated row in ' || source_file || ' line ' || cast(source_line as varchar)
-            || ': same key as line ' || cast(key_first_line as varchar) || ' (year=' || cast(year as varchar)
-            || ' commune=' || commune_code || ' event=' || event_type || ' sex=' || sex
-            || '). Each key must appear once; remove the extra row.')
-    end) is null
+    {{ duplicate_key_stop(key) }}) is null
     and ({{ implausible_count_stop('event_count', 'count') }}) is null
