@@ -20,9 +20,9 @@ compared as (
         case when is_comparable then rate_per_1000 / nullif(benchmark_rate_per_1000, 0) end as rate_ratio,
         {{ log_rate_ratio_se('deaths', 'benchmark_deaths', 'is_benchmark') }} as log_rate_ratio_se,
         case when is_comparable then rate_per_1000 - benchmark_rate_per_1000 end as excess_rate,
-        case when is_comparable then
-            {{ excess_rate_se('deaths', 'live_births', 'benchmark_deaths', 'benchmark_live_births', 'is_benchmark', 'multiplier') }}
-        end as excess_rate_se
+        case when is_comparable then {{ excess_rate_se(
+            'deaths', 'live_births', 'benchmark_deaths', 'benchmark_live_births', 'is_benchmark', 'multiplier'
+        ) }} end as excess_rate_se
     from pairs
 ),
 

@@ -101,7 +101,7 @@ select
 from checked
 cross join (select distinct count_basis from counts) as input_mode
 -- The rate multiplier travels with the counts so that every rate downstream reads it (macro rate).
-left join {{ ref('indicators') }} as indicators using (indicator)
+left join {{ ref('indicators') }} using (indicator)
 -- Unknown communes have no region: keep them whatever the region scope, so they reach the audit.
 where {{ in_scope('region_code', 'year') }}
     or (region_code is null and {{ in_year_scope('year') }})

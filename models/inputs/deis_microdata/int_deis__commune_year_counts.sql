@@ -69,7 +69,7 @@ components as (
 -- imr = nmr + pnmr + age_unknown_infant and nmr = enmr + late neonatal can be tested.
 count_columns as (
     select *
-    from (select * exclude (live_births) from components)
+    from (select * exclude (live_births) from components) as death_counts
     unpivot include nulls (deaths for count_column in (columns(* exclude (commune_code, year))))
 ),
 
