@@ -199,7 +199,7 @@ cause_rows as (
         'deis_deaths_microdata' as source, source_file, cast(null as bigint) as source_line,
         'commune ' || commune_code || ' in ' || cast(year as varchar) as record_key,
         commune_code, year, cast(null as varchar) as indicator, check_name,
-        cast(count(*) as varchar) || ' infant deaths; '
+        cast(count(*) as varchar) || ' infant death(s); '
             || case when check_name = 'cause_external_code_missing' then 'DIAG2' else 'DIAG1' end || ' as read: '
             || string_agg(distinct coalesce(code_as_read, 'blank'), ', ' order by coalesce(code_as_read, 'blank'))
             as observed_value,
