@@ -235,7 +235,7 @@ icd9_rows as (
         'year ' || cast(year as varchar) as record_key,
         cast(null as varchar) as commune_code, year, cast(null as varchar) as indicator,
         'cause_icd9_year' as check_name,
-        cast(count(*) as varchar) || ' infant deaths coded in ICD-9' as observed_value,
+        cast(count(*) as varchar) || ' infant death(s) in a year coded in ICD-9' as observed_value,
         count(*) as records_affected,
         'cause groups mapped from the ICD-9 chapters (seed icd_cause_groups); the reducible-causes list is ICD-10: '
             || 'no fct_reducible_infant_deaths share for a period holding this year' as consequence,
