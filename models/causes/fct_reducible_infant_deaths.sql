@@ -46,17 +46,35 @@ commune_years as (
 {% do count_columns.append('reducible_deaths') %}
 
 area_years as (
-    select 'commune' as area_level, commune_code as area_code, region_code, year,
-        {{ count_columns | join(', ') }}
+    select
+        'commune' as area_level,
+        commune_code as area_code,
+        region_code,
+        year,
+        {%- for column in count_columns %}
+        {{ column }}{{ "," if not loop.last }}
+        {%- endfor %}
     from commune_years
     union all
-    select 'region', region_code, region_code, year,
-        {%- for column in count_columns %} sum({{ column }}){{ "," if not loop.last }}{% endfor %}
+    select
+        'region' as area_level,
+        region_code as area_code,
+        region_code,
+        year,
+        {%- for column in count_columns %}
+        sum({{ column }}) as {{ column }}{{ "," if not loop.last }}
+        {%- endfor %}
     from commune_years
     group by region_code, year
     union all
-    select 'country', 'CL', cast(null as varchar), year,
-        {%- for column in count_columns %} sum({{ column }}){{ "," if not loop.last }}{% endfor %}
+    select
+        'country' as area_level,
+        'CL' as area_code,
+        cast(null as varchar) as region_code,
+        year,
+        {%- for column in count_columns %}
+        sum({{ column }}) as {{ column }}{{ "," if not loop.last }}
+        {%- endfor %}
     from commune_years
     group by year
 ),
@@ -80,15 +98,20 @@ pooled as (
     group by all
 ),
 
+{% set classified -%}
+    {%- for group in reducible_groups + other_groups %}
+            {{ "+ " if not loop.first }}{{ group }}_deaths
+    {%- endfor %}
+{%- endset %}
 shared as (
     select
         *,
-        {% for group in reducible_groups + other_groups %}{{ group }}_deaths{{ " + " if not loop.last }}{% endfor %}
-            as classified_deaths,
+        ({{ classified }}
+        ) as classified_deaths,
         case
             when has_icd9_years then 'period_has_icd9_years'
-            when {% for group in reducible_groups + other_groups %}{{ group }}_deaths{{ " + " if not loop.last }}{% endfor %} = 0
-                then 'no_classified_deaths'
+            when ({{ classified }}
+            ) = 0 then 'no_classified_deaths'
         end as unavailable_reason
     from pooled
 ),
