@@ -92,7 +92,7 @@ components as (
 -- unknown + invalid causes can be tested.
 count_columns as (
     select *
-    from (select * exclude (live_births) from components)
+    from (select * exclude (live_births) from components) as death_counts
     unpivot include nulls (deaths for count_column in (columns(* exclude (commune_code, year))))
 ),
 
