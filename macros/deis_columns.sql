@@ -114,3 +114,24 @@
 {% macro deis_unknown_unit_is_infant() -%}
     {{ return(checked_var('unknown_age_unit_policy') == 'infant_age_unknown') }}
 {%- endmacro %}
+
+
+{#- The age class a death is counted under: a blank or unknown age unit becomes an infant of
+    unknown age only with var unknown_age_unit_policy = infant_age_unknown (methods.md section 9).
+    The counts and the causes of infant deaths both use it, so they count the same deaths. -#}
+{% macro deis_counted_age_class(age_class) -%}
+    case
+        when {{ age_class }} = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }} then 'infant_age_unknown'
+        else {{ age_class }}
+    end
+{%- endmacro %}
+
+{#- The age classes of an infant death (imr counts them; its components split the first three). -#}
+{% macro deis_infant_age_classes() -%}
+    ('early_neonatal', 'late_neonatal', 'post_neonatal', 'infant_age_unknown')
+{%- endmacro %}
+
+
+{#- The first year whose causes of death Chile coded in ICD-10 (DIAG1); years before are ICD-9
+    (methods.md section 13). A fact of the source, not a setting. -#}
+{% macro deis_icd10_first_year() -%}1997{%- endmacro %}

@@ -92,7 +92,20 @@ def test_all_four_indicators_and_the_component_identities(generated_rm_warehouse
         "select indicator, sum(deaths) from marts.fct_area_year_rates where area_level = 'commune' "
         "group by indicator")
     totals = dict(rows)
-    assert set(totals) == {"imr", "nmr", "enmr", "pnmr"}
+    causes = {"imr_perinatal", "imr_congenital", "imr_respiratory", "imr_infectious", "imr_external",
+              "imr_ill_defined", "imr_other_causes"}
+    assert set(totals) == {"imr", "nmr", "enmr", "pnmr"} | causes
+    # Every infant death is in one cause group or has an unknown or invalid cause (audited).
+    (uncoded,), = query(
+        generated_rm_warehouse,
+        "select sum(cause_unknown_deaths + cause_invalid_deaths) from intermediate.int_deis__commune_year_counts "
+        "where indicator = 'imr'")
+    assert totals["imr"] == sum(totals[c] for c in causes) + uncoded
+    assert 0 < uncoded < 0.02 * totals["imr"]
+    (audited,), = query(generated_rm_warehouse, "select sum(records_affected) from marts.audit_data_quality "
+                                                "where check_name in ('cause_unknown', 'cause_invalid') "
+                                                "and record_key <> 'all records'")
+    assert audited == uncoded
     assert totals["nmr"] <= totals["imr"] and totals["enmr"] <= totals["nmr"]
     (age_unknown,), = query(
         generated_rm_warehouse,

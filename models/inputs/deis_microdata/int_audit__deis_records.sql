@@ -175,6 +175,76 @@ control_rows as (
         and control_totals.control_births <> coalesce(counted_by_region.counted_births, 0)
 ),
 
+-- Causes of infant deaths (methods.md section 13), one row per file, commune and year: deaths
+-- with a blank (cause_unknown) or unusable (cause_invalid) DIAG1, counted in imr and in no
+-- cause group; injury deaths without an external cause in DIAG2 (read on the reducible-causes
+-- list by their DIAG1, where no injury code is listed); and each ICD-9 year, whose cause groups
+-- come from the ICD-9 chapters and which no reducible-causes period may include.
+infant_causes as not materialized (
+    select * from {{ ref('int_deis__infant_deaths') }}
+),
+
+cause_checks as (
+    select source_file, commune_code, year, cause_status as check_name, diag1 as code_as_read
+    from infant_causes
+    where cause_status <> 'coded'
+    union all
+    select source_file, commune_code, year, 'cause_external_code_missing', diag2
+    from infant_causes
+    where cause_chapter = 'XIX' and icd_revision = 10 and reducible_list_code = diag1
+),
+
+cause_rows as (
+    select
+        'deis_deaths_microdata' as source, source_file, cast(null as bigint) as source_line,
+        'commune ' || commune_code || ' in ' || cast(year as varchar) as record_key,
+        commune_code, year, cast(null as varchar) as indicator, check_name,
+        cast(count(*) as varchar) || ' infant death(s); '
+            || case when check_name = 'cause_external_code_missing' then 'DIAG2' else 'DIAG1' end || ' as read: '
+            || string_agg(distinct coalesce(code_as_read, 'blank'), ', ' order by coalesce(code_as_read, 'blank'))
+            as observed_value,
+        count(*) as records_affected,
+        case check_name
+            when 'cause_unknown' then 'DIAG1 blank: counted in imr, in no cause group and not in the reducible share'
+            when 'cause_invalid' then 'DIAG1 not a code of the year''s ICD revision, or in no chapter: '
+                || 'counted in imr, in no cause group and not in the reducible share'
+            else 'an injury death (DIAG1 S00-T98) without an external cause (V01-Y98) in DIAG2: '
+                || 'in imr_external; not clearly avoidable on the reducible-causes list'
+        end as consequence,
+        true as affects_results
+    from cause_checks
+    group by source_file, commune_code, year, check_name
+),
+
+cause_totals as (
+    select
+        'deis_deaths_microdata' as source, cast(null as varchar) as source_file, cast(null as bigint) as source_line,
+        'all records' as record_key, cast(null as varchar) as commune_code, cast(null as integer) as year,
+        cast(null as varchar) as indicator, check_name,
+        cast(count(*) as varchar) || ' infant deaths' as observed_value,
+        count(*) as records_affected,
+        'total of the rows above for this check' as consequence,
+        true as affects_results
+    from cause_checks
+    group by check_name
+),
+
+icd9_rows as (
+    select
+        'deis_deaths_microdata' as source, cast(null as varchar) as source_file, cast(null as bigint) as source_line,
+        'year ' || cast(year as varchar) as record_key,
+        cast(null as varchar) as commune_code, year, cast(null as varchar) as indicator,
+        'cause_icd9_year' as check_name,
+        cast(count(*) as varchar) || ' infant death(s) in a year coded in ICD-9' as observed_value,
+        count(*) as records_affected,
+        'cause groups mapped from the ICD-9 chapters (seed icd_cause_groups); the reducible-causes list is ICD-10: '
+            || 'no fct_reducible_infant_deaths share for a period holding this year' as consequence,
+        true as affects_results
+    from infant_causes
+    where icd_revision = 9
+    group by year
+),
+
 -- records_read = records_assigned + the records of the unassignable checks.
 input_totals as (
     select
@@ -217,3 +287,9 @@ union all
 select * from control_rows
 union all
 select * from reconciliation
+union all
+select * from cause_rows
+union all
+select * from cause_totals
+union all
+select * from icd9_rows

@@ -13,10 +13,7 @@ with assignable_deaths as (
         year_of_death as year,
         -- A death with a blank or unknown age unit is never read as years; by default it is in no
         -- infant indicator (deis_columns.sql, methods.md).
-        case
-            when age_class = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }} then 'infant_age_unknown'
-            else age_class
-        end as age_class
+        {{ deis_counted_age_class('age_class') }} as age_class
     from {{ ref('stg_deis__deaths') }}
     where {{ deis_is_assignable('record_problem', 'year_of_death') }}
 ),
@@ -30,6 +27,23 @@ deaths as (
         sum(case when age_class = 'post_neonatal' then 1 else 0 end) as post_neonatal_deaths,
         sum(case when age_class = 'infant_age_unknown' then 1 else 0 end) as age_unknown_infant_deaths
     from assignable_deaths
+    group by commune_code, year
+),
+
+-- Infant deaths by cause group (int_deis__infant_deaths, methods.md section 13), counted from
+-- the classified records: the test infant_deaths_are_the_cause_groups_plus_unknown_and_invalid
+-- checks them against the age classes above, a second count of the same deaths.
+{% set cause_groups = ['perinatal', 'congenital', 'respiratory', 'infectious', 'external', 'ill_defined', 'other'] %}
+causes as (
+    select
+        commune_code,
+        year,
+        {%- for group in cause_groups %}
+        count(*) filter (where cause_group = '{{ group }}') as {{ group }}_cause_deaths,
+        {%- endfor %}
+        count(*) filter (where cause_status = 'cause_unknown') as cause_unknown_deaths,
+        count(*) filter (where cause_status = 'cause_invalid') as cause_invalid_deaths
+    from {{ ref('int_deis__infant_deaths') }}
     group by commune_code, year
 ),
 
@@ -48,10 +62,18 @@ commune_years as (
         coalesce(deaths.early_neonatal_deaths, 0) as early_neonatal_deaths,
         coalesce(deaths.late_neonatal_deaths, 0) as late_neonatal_deaths,
         coalesce(deaths.post_neonatal_deaths, 0) as post_neonatal_deaths,
-        coalesce(deaths.age_unknown_infant_deaths, 0) as age_unknown_infant_deaths
+        coalesce(deaths.age_unknown_infant_deaths, 0) as age_unknown_infant_deaths,
+        {%- for group in cause_groups %}
+        coalesce(causes.{{ group }}_cause_deaths, 0) as {{ group }}_cause_deaths,
+        {%- endfor %}
+        coalesce(causes.cause_unknown_deaths, 0) as cause_unknown_deaths,
+        coalesce(causes.cause_invalid_deaths, 0) as cause_invalid_deaths
     from births
     full outer join deaths
         on births.commune_code = deaths.commune_code and births.year = deaths.year
+    left join causes
+        on coalesce(births.commune_code, deaths.commune_code) = causes.commune_code
+        and coalesce(births.year, deaths.year) = causes.year
 ),
 
 components as (
@@ -66,7 +88,8 @@ components as (
 -- One row per indicator, the shape every mart reads: the seed `indicators` names each
 -- indicator's count column (count_column), so adding an indicator whose count exists here is a
 -- seed row. The components ride along on every row so that the identities
--- imr = nmr + pnmr + age_unknown_infant and nmr = enmr + late neonatal can be tested.
+-- imr = nmr + pnmr + age_unknown_infant, nmr = enmr + late neonatal and imr = the cause groups +
+-- unknown + invalid causes can be tested.
 count_columns as (
     select *
     from (select * exclude (live_births) from components) as death_counts
@@ -93,5 +116,10 @@ select
     early_neonatal_deaths,
     late_neonatal_deaths,
     post_neonatal_deaths,
-    age_unknown_infant_deaths
+    age_unknown_infant_deaths,
+    {%- for group in cause_groups %}
+    {{ group }}_cause_deaths,
+    {%- endfor %}
+    cause_unknown_deaths,
+    cause_invalid_deaths
 from indicators

@@ -28,6 +28,11 @@ def _overdispersion():
     return importlib.import_module("infant_mortality.statistics.overdispersion")
 
 
+def _proportions():
+    """`infant_mortality.statistics.proportions`, imported on first use (it imports poisson)."""
+    return importlib.import_module("infant_mortality.statistics.proportions")
+
+
 def _as_float(column: pa.Array) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(float)
 
@@ -77,6 +82,9 @@ FUNCTIONS = {
                                   True, "DOUBLE"),
     "imr_rate_ratio_midp_upper": (lambda a, b, c, d, level: _poisson().rate_ratio_midp_ci(a, b, c, d, level)[1], 4,
                                   True, "DOUBLE"),
+    # The exact (Clopper-Pearson) interval of a share x / n (fct_reducible_infant_deaths).
+    "imr_binomial_lower": (lambda x, n, level: _proportions().clopper_pearson(x, n, level)[0], 2, True, "DOUBLE"),
+    "imr_binomial_upper": (lambda x, n, level: _proportions().clopper_pearson(x, n, level)[1], 2, True, "DOUBLE"),
     "imr_funnel_category": (lambda d, e: _poisson().funnel_category(d, e), 2, False, "VARCHAR"),
     # tau2 is a per-region constant, passed as a column (the region's row of int_funnel_dispersion).
     "imr_funnel_category_adjusted": (lambda d, e, tau2: _overdispersion().adjusted_funnel_category(d, e, tau2),

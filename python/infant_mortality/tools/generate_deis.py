@@ -4,7 +4,8 @@ The files have exactly the published layouts (docs/deis-layouts.md), so the stag
 be tested and benchmarked without the real files, which cannot be redistributed here.
 
 SYNTHETIC DATA. Only commune-year totals are calibrated to real data; every field of every
-generated row (dates, sex, ages, causes, birth weights...) is drawn at random:
+generated row (dates, sex, ages, causes, birth weights...) is drawn at random (causes: a
+plausible mix by age at death, ICD-9 before 1997, a few blank or unusable codes; CAUSES, ICD9):
 
 - Región Metropolitana (13), 2010-2019: live births equal the INE births by commune and year
   (data/raw/ine_vital_statistics_chile_2010_2019.csv, RM rows) and infant deaths equal INE deaths of all
@@ -47,8 +48,12 @@ from infant_mortality.dbt_plugins.deis_files import (BIRTHS_COLUMNS, BIRTHS_PER_
 
 log = logging.getLogger("imr-generate-deis")
 
-SYNTHETIC_NOTICE = ("Ages and all other fields of generated rows are synthetic; only commune-year "
-                    "totals are calibrated to the real data.")
+SYNTHETIC_NOTICE = ("Ages, causes of death and all other fields of generated rows are synthetic; only "
+                    "commune-year totals are calibrated to the real data. Causes (DIAG1/DIAG2) are a "
+                    "plausible mix by age at death (perinatal and congenital causes dominate neonatal "
+                    "deaths; respiratory, infectious, external and ill-defined causes are more frequent "
+                    "after 28 days), in ICD-9 before 1997 and ICD-10 from 1997, with 0.4% blank and 0.2% "
+                    "unusable codes.")
 
 CALIBRATED_REGION = "13"
 CALIBRATED_YEARS = range(2010, 2020)
@@ -75,6 +80,7 @@ _CH_NEOPLASMS = ("C00-D48", "Capítulo II: Tumores [neoplasias]")
 _CH_INJURY = ("S00-T98", "Capítulo XIX: Traumatismos, envenenamientos y algunas otras "
                          "consecuencias de causas externas")
 _CH_EXTERNAL = ("V01-Y98", "Capítulo XX: Causas externas de morbilidad y de mortalidad")
+_CH_INFECTIOUS = ("A00-B99", "Capítulo I: Ciertas enfermedades infecciosas y parasitarias")
 _GR_GESTATION = ("P05-P08", "Trastornos relacionados con la duración de la gestación y el "
                             "crecimiento fetal")
 _GR_PERINATAL_RESP = ("P20-P29", "Trastornos respiratorios y cardiovasculares específicos del "
@@ -148,16 +154,75 @@ ICD10 = {
              "sofocación, en vivienda"),
     "W780": (*_CH_EXTERNAL, "W75-W84", "Otros accidentes que obstruyen la respiración", "W78",
              "Inhalación de contenidos gástricos", "Inhalación de contenidos gástricos, en vivienda"),
+    "P011": (*_CH_PERINATAL, "P00-P04", "Feto y recién nacido afectados por factores maternos y por "
+             "complicaciones del embarazo, del trabajo de parto y del parto", "P01",
+             "Feto y recién nacido afectados por complicaciones maternas del embarazo",
+             "Feto y recién nacido afectados por ruptura prematura de las membranas"),
+    "P285": (*_CH_PERINATAL, *_GR_PERINATAL_RESP, "P28", "Otros problemas respiratorios del recién "
+             "nacido, originados en el período perinatal", "Insuficiencia respiratoria del recién nacido"),
+    "P969": (*_CH_PERINATAL, "P90-P96", "Otros trastornos originados en el período perinatal", "P96",
+             "Otras afecciones originadas en el período perinatal",
+             "Afección no especificada originada en el período perinatal"),
+    "J219": (*_CH_RESPIRATORY, "J20-J22", "Otras infecciones agudas de las vías respiratorias inferiores",
+             "J21", "Bronquiolitis aguda", "Bronquiolitis aguda, no especificada"),
+    "A099": (*_CH_INFECTIOUS, "A00-A09", "Enfermedades infecciosas intestinales", "A09",
+             "Otras gastroenteritis y colitis de origen infeccioso y no especificado",
+             "Gastroenteritis y colitis de origen no especificado"),
+    "A379": (*_CH_INFECTIOUS, "A30-A49", "Otras enfermedades bacterianas", "A37", "Tos ferina",
+             "Tos ferina, no especificada"),
+    "A419": (*_CH_INFECTIOUS, "A30-A49", "Otras enfermedades bacterianas", "A41", "Otras sepsis",
+             "Sepsis, no especificada"),
+    "G009": ("G00-G99", "Capítulo VI: Enfermedades del sistema nervioso", "G00-G09",
+             "Enfermedades inflamatorias del sistema nervioso central", "G00",
+             "Meningitis bacteriana, no clasificada en otra parte", "Meningitis bacteriana, no especificada"),
+    "E43X": ("E00-E90", "Capítulo IV: Enfermedades endocrinas, nutricionales y metabólicas", "E40-E46",
+             "Desnutrición", "E43", "Desnutrición proteicocalórica severa, no especificada",
+             "Desnutrición proteicocalórica severa, no especificada"),
+    "I429": (*_CH_CIRCULATORY, "I30-I52", "Otras formas de enfermedad del corazón", "I42", "Cardiomiopatía",
+             "Cardiomiopatía, no especificada"),
+    "C910": (*_CH_NEOPLASMS, "C81-C96", "Tumores malignos del tejido linfático, de los órganos "
+             "hematopoyéticos y de tejidos afines", "C91", "Leucemia linfoide", "Leucemia linfoblástica aguda"),
 }
 
-# (DIAG1, DIAG2 or None, weight) for each age group of the deceased.
+# SYNTHETIC: the ICD-9 code written for each ICD-10 code in years before 1997 (Chile coded causes
+# of death in ICD-9 until 1996), so that the files have the real file's mix of revisions. Each is
+# the ICD-9 code of the same condition (WHO ICD-9, 1977), the group staying the same chapter.
+ICD10_FIRST_YEAR = 1997
+ICD9 = {
+    "P073": "7651", "P072": "7650", "P220": "769", "P219": "7689", "P369": "7718", "P011": "7611",
+    "P285": "7708", "P969": "7799", "Q249": "7469", "Q897": "7597", "Q913": "7582", "R95X": "7980",
+    "R99X": "7999", "J189": "486", "J219": "4661", "J449": "496", "A099": "0091", "A379": "0339",
+    "A419": "0389", "G009": "3209", "E43X": "261", "E149": "2509", "I429": "4254", "I219": "4109",
+    "I64X": "436", "I10X": "4019", "C349": "1629", "C169": "1519", "C910": "2040", "K746": "5715",
+    "G309": "3310", "N189": "585", "S069": "8540", "T71X": "9947", "V892": "E8199", "X700": "E9530",
+    "W780": "E911",
+}
+# SYNTHETIC: a few DIAG1 are blank or not a code at all, as in real registers (audited as
+# cause_unknown / cause_invalid): P97X and D49X are no ICD-10 category, S/D no code shape.
+BLANK_CAUSE_SHARE = 0.004
+INVALID_CAUSE_SHARE = 0.002
+INVALID_CAUSES = ("P97X", "D49X", "S/D")
+
+# SYNTHETIC: (DIAG1, DIAG2 or None, weight) for each age group of the deceased, a plausible mix
+# (not calibrated): neonatal deaths mostly perinatal conditions (P) and congenital malformations
+# (Q); post-neonatal deaths more congenital, respiratory (J), ill-defined and sudden infant death
+# (R), external (an injury in DIAG1, its external cause in DIAG2, as DEIS codes them) and
+# infectious (A). Early neonatal: 72% perinatal, 26% congenital; late neonatal: 47% and 40%;
+# post-neonatal: 36% congenital, 22% respiratory, 12% ill-defined, 7% external, 7% infectious.
 CAUSES = {
-    "early_neonatal": [("P073", None, 25), ("P072", None, 14), ("P220", None, 18), ("P219", None, 8),
-                       ("P369", None, 7), ("Q249", None, 15), ("Q897", None, 8), ("Q913", None, 5)],
-    "late_neonatal": [("P369", None, 22), ("P073", None, 15), ("P072", None, 10), ("P220", None, 10),
-                      ("Q249", None, 25), ("Q897", None, 10), ("Q913", None, 8)],
-    "post_neonatal": [("R95X", None, 12), ("J189", None, 28), ("Q249", None, 30), ("Q897", None, 8),
-                      ("Q913", None, 10), ("T71X", "W780", 8), ("P369", None, 4)],
+    "early_neonatal": [("P073", None, 22), ("P072", None, 14), ("P220", None, 14), ("P219", None, 6),
+                       ("P369", None, 6), ("P011", None, 5), ("P285", None, 4), ("P969", None, 1),
+                       ("Q249", None, 14), ("Q897", None, 7), ("Q913", None, 5), ("R99X", None, 1),
+                       ("A419", None, 1)],
+    "late_neonatal": [("P369", None, 18), ("P073", None, 10), ("P072", None, 8), ("P220", None, 6),
+                      ("P285", None, 4), ("P969", None, 1), ("Q249", None, 24), ("Q897", None, 9),
+                      ("Q913", None, 7), ("A419", None, 4), ("J189", None, 3), ("G009", None, 2),
+                      ("I429", None, 3), ("R99X", None, 1)],
+    "post_neonatal": [("R95X", None, 9), ("R99X", None, 3), ("J189", None, 16), ("J219", None, 6),
+                      ("Q249", None, 22), ("Q897", None, 6), ("Q913", None, 8), ("T71X", "W780", 6),
+                      ("T71X", None, 1), ("A099", None, 3), ("A379", None, 1), ("A419", None, 3),
+                      ("G009", None, 2), ("E43X", None, 1), ("I429", None, 5), ("C910", None, 2),
+                      ("P369", None, 4), ("P073", None, 2)],
     "adult": [("I219", None, 12), ("I64X", None, 9), ("I10X", None, 5), ("C349", None, 6),
               ("C169", None, 5), ("J189", None, 8), ("J449", None, 5), ("E149", None, 6),
               ("K746", None, 4), ("G309", None, 5), ("N189", None, 3), ("R99X", None, 3),
@@ -388,6 +453,23 @@ def _causes(rng: np.random.Generator, groups: np.ndarray) -> tuple[np.ndarray, n
     return diag1, diag2
 
 
+def _cause_codes(options: Options, index: np.ndarray, year: np.ndarray, degrade: bool = False) -> np.ndarray:
+    """The DIAG1/DIAG2 text of each death: the ICD-10 code of `index` (-1: none), its ICD-9 code
+    before 1997; with `degrade`, a few blank or unusable codes (SYNTHETIC, own random stream)."""
+    codes = np.asarray(list(ICD10), dtype=object)
+    icd9 = np.asarray([ICD9[code] for code in ICD10], dtype=object)
+    safe = np.maximum(index, 0)
+    text = np.where(year < ICD10_FIRST_YEAR, icd9[safe], codes[safe])
+    text = np.where(index < 0, None, text)
+    if degrade:
+        draw = np.random.default_rng([options.seed, 5]).random(len(index))
+        invalid = np.random.default_rng([options.seed, 6]).integers(0, len(INVALID_CAUSES), len(index))
+        text = np.where(draw < BLANK_CAUSE_SHARE, None, text)
+        bad = (draw >= BLANK_CAUSE_SHARE) & (draw < BLANK_CAUSE_SHARE + INVALID_CAUSE_SHARE)
+        text = np.where(bad, np.asarray(INVALID_CAUSES, dtype=object)[invalid], text)
+    return text
+
+
 def death_records(options: Options, communes: pd.DataFrame, counts: pd.DataFrame,
                   adults: pd.DataFrame) -> pd.DataFrame:
     """One row per death, in the 27 published columns, sorted by date of death and commune."""
@@ -421,6 +503,7 @@ def death_records(options: Options, communes: pd.DataFrame, counts: pd.DataFrame
     order = np.lexsort((commune_index, date))
     icd_codes = list(ICD10)
     glosses = list(zip(*ICD10.values()))  # 7 tuples: chapter, its gloss, group, ..., subcategory gloss
+    diag_text = {"DIAG1": _cause_codes(options, diag1, year, degrade=True), "DIAG2": _cause_codes(options, diag2, year)}
     frame = {
         "ANO_DEF": year[order],
         "FECHA_DEF": date[order],
@@ -431,13 +514,16 @@ def death_records(options: Options, communes: pd.DataFrame, counts: pd.DataFrame
         "GLOSA_COMUNA_RESIDENCIA": _categorical(commune_index[order], [places[c][0] for c in place_codes]),
         "GLOSA_REG_RES": _categorical(commune_index[order], [places[c][1] for c in place_codes]),
     }
-    for suffix, index in (("DIAG1", diag1[order]), ("DIAG2", diag2[order])):
-        frame[suffix] = _categorical(index, icd_codes)
+    for suffix, index in (("DIAG1", diag1), ("DIAG2", diag2)):
+        text = diag_text[suffix]
+        # The ICD-10 glosses describe ICD-10 codes only: blank for ICD-9 years and unusable codes.
+        glossed = np.where(text == np.asarray(icd_codes, dtype=object)[np.maximum(index, 0)], index, -1)[order]
+        frame[suffix] = pd.Categorical(text[order])
         for name, values in zip(("CAPITULO", "GLOSA_CAPITULO", "CODIGO_GRUPO", "GLOSA_GRUPO",
                                  "CODIGO_CATEGORIA", "GLOSA_CATEGORIA"), glosses[:6]):
-            frame[f"{name}_{suffix}"] = _categorical(index, values)
-        frame[f"CODIGO_SUBCATEGORIA_{suffix}"] = _categorical(index, icd_codes)
-        frame[f"GLOSA_SUBCATEGORIA_{suffix}"] = _categorical(index, glosses[6])
+            frame[f"{name}_{suffix}"] = _categorical(glossed, values)
+        frame[f"CODIGO_SUBCATEGORIA_{suffix}"] = pd.Categorical(np.where(text == "S/D", None, text)[order])
+        frame[f"GLOSA_SUBCATEGORIA_{suffix}"] = _categorical(glossed, glosses[6])
     frame["LUGAR_DEFUNCION"] = _categorical(place[order], PLACES)
     return pd.DataFrame(frame)[list(DEATHS_COLUMNS)]
 
