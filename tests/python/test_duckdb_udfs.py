@@ -78,3 +78,25 @@ def test_repeated_rows_get_the_values_of_each_row(con):
         assert ratio_lower == (expected_ratio if np.isfinite(expected_ratio) else None)
         assert midp == float(poisson.rate_ratio_midp_p_value(d1[i], n1[i], d2[i], n2[i]))
         assert category == poisson.funnel_category(np.array([d1[i]]), np.array([n1[i] / 400]))[0]
+
+
+def test_the_plugin_leaves_every_blas_on_one_thread_once_statistics_are_imported():
+    # In a fresh interpreter, as dbt loads the plugin: numpy's BLAS (loaded before) and the one
+    # scipy brings (loaded when a model first imports scipy.linalg, after) each run one thread.
+    import subprocess
+    import sys
+
+    script = """
+import threading, threadpoolctl
+before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+from infant_mortality.dbt_plugins.duckdb_plugin import Plugin
+Plugin("imr_stats", {})
+next(t for t in threading.enumerate() if t.name == "imr-import-statistics").join()
+import scipy.linalg  # loads scipy's own BLAS, after the limit
+after = [(i["filepath"], i["num_threads"]) for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+print(before, after)
+assert len(after) >= 2 and all(n == 1 for _, n in after), after
+"""
+    env = {**__import__("os").environ, "OPENBLAS_NUM_THREADS": "", "OMP_NUM_THREADS": ""}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr + result.stdout

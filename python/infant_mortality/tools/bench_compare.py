@@ -147,8 +147,10 @@ def _layer(unique_id: str, original_path: str) -> str:
         return "seeds"
     if kind == "operation":
         return "project hooks"
-    parts = Path(original_path).parts
-    return "/".join(parts[1:3]) if len(parts) > 3 else parts[1] if len(parts) > 2 else parts[0]
+    # The folder under models/ (a room, e.g. trends, inputs/staging/deis); a node without a
+    # file (dbt gives some none) is named by its kind.
+    folder = Path(original_path).parts[1:-1]
+    return "/".join(folder) if folder else kind
 
 
 def critical_path(nodes: dict[str, dict]) -> tuple[float, list[str]]:
