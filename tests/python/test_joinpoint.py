@@ -444,3 +444,37 @@ def test_minimum_number_of_joinpoints_starts_the_tests_and_bounds_bic():
     assert bounded.bic == free.bic and bounded.n_joinpoints == 3
     with pytest.raises(ValueError, match="min_joinpoints \\(2\\) is above max_joinpoints \\(1\\)"):
         jp.fit_joinpoint(years, rates, np.ones(17), min_joinpoints=2, max_joinpoints=1)
+
+
+def test_slices_of_a_group_fit_exactly_as_the_whole_group(monkeypatch):
+    """A group of series sharing their years is fitted in slices that bound the memory of the
+    candidate bases; each series' fit does not depend on the others, so slices of one series
+    give bit-identical fits (the permutations depend on the seed and n only)."""
+    years = np.arange(1990, 2010, dtype=float)
+    rng = np.random.default_rng(11)
+    S = 7
+    log_rate = (np.log(0.01) - 0.03 * (years - 1990) + 0.05 * np.clip(years - 2000, 0, None)
+                + rng.normal(0, 0.04, (S, len(years))))
+    births = np.full((S, len(years)), 5e4)
+    args = (np.tile(years, S), np.round(births * np.exp(log_rate)).ravel(), births.ravel(),
+            np.repeat(np.arange(S), len(years)))
+    whole = jp.fit_joinpoint_many(*args, n_permutations=199, cap_joinpoints=2)
+    monkeypatch.setattr(jp, "_BASES_MEMORY", 1)  # one series per slice
+    assert jp._series_per_slice(len(years), jp._Options(None, 0, 2, 2, "permutation", 199, 0.05, 1, 0.95,
+                                                        "poisson", "nci", "add_half", 2)) == 1
+    sliced = jp.fit_joinpoint_many(*args, n_permutations=199, cap_joinpoints=2)
+    assert sliced == whole
+
+
+def test_the_cap_lowers_nci_rule_and_says_so():
+    """NCI's rule allows 3 joinpoints in 20 years; a cap of 1 keeps at most 1 and the note says
+    why; a cap above the rule changes nothing."""
+    years = np.arange(1990, 2010, dtype=float)
+    assert jp.default_max_joinpoints(len(years)) == 3
+    deaths, births = broken_line_deaths(years, 2000, (-0.05, 0.04), noise=0.02, seed=3)
+    capped = jp.fit_joinpoint(years, np.round(deaths), births, n_permutations=199, cap_joinpoints=1)
+    assert capped.max_joinpoints == 1 and capped.n_joinpoints <= 1
+    assert any("at most 1 joinpoint(s) (the cap), where NCI's rule allows 3 in 20 years" in n for n in capped.notes)
+    free = jp.fit_joinpoint(years, np.round(deaths), births, n_permutations=199)
+    loose = jp.fit_joinpoint(years, np.round(deaths), births, n_permutations=199, cap_joinpoints=5)
+    assert free == loose and free.max_joinpoints == 3

@@ -69,6 +69,8 @@ SE_METHODS = ("nci", "hinge")
 ZERO_DEATHS = ("add_half", "not_estimable")
 # Bytes of permuted responses and their projections held at once (the batch is cut to fit).
 _PERMUTATION_MEMORY = 32 * 2**20
+# Bytes the candidate bases of one slice of series may take (_series_per_slice).
+_BASES_MEMORY = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,12 @@ def fit_joinpoint_many(
     year, deaths, births, series, *, max_joinpoints=None, min_joinpoints=0, min_from_end=2,
     min_between=2,
     selection="permutation", n_permutations=NCI_PERMUTATIONS, alpha=0.05, seed=DEFAULT_SEED,
-    ci_level=0.95, weighting="poisson", se_method="nci", zero_deaths="add_half",
+    ci_level=0.95, weighting="poisson", se_method="nci", zero_deaths="add_half", cap_joinpoints=None,
 ) -> list[JoinpointFit]:
     """One fit per unique series label (sorted) from flat arrays; see the module docstring."""
     opts = _Options(max_joinpoints, min_joinpoints, min_from_end, min_between, selection,
-                    n_permutations, alpha, seed, ci_level, weighting, se_method, zero_deaths)
+                    n_permutations, alpha, seed, ci_level, weighting, se_method, zero_deaths,
+                    cap_joinpoints)
     year, deaths, births, series = _validated_arrays(year, deaths, births, series)
     labels, codes = np.unique(series, return_inverse=True)
     labels = labels.tolist()  # plain Python labels in results and messages
@@ -186,8 +189,13 @@ def fit_joinpoint_many(
         else:
             results[i] = _not_fitted(p, p.reason)
     for years, members in groups.items():
-        fits = _fit_group(np.array(years), [prepared[i] for i in members], opts)
-        results.update(zip(members, fits))
+        # Series are fitted independently (the permutations depend on the seed and n only), so a
+        # group is fitted in slices that keep its candidate bases within _BASES_MEMORY.
+        step = _series_per_slice(len(years), opts)
+        for start in range(0, len(members), step):
+            part = members[start:start + step]
+            fits = _fit_group(np.array(years), [prepared[i] for i in part], opts)
+            results.update(zip(part, fits))
     return [results[i] for i in range(len(labels))]
 
 
@@ -205,6 +213,7 @@ class _Options:
     weighting: str
     se_method: str
     zero_deaths: str
+    cap_joinpoints: int | None = None
 
     def __post_init__(self):
         for name, value, allowed in (("selection", self.selection, SELECTIONS),
@@ -213,7 +222,7 @@ class _Options:
                                      ("zero_deaths", self.zero_deaths, ZERO_DEATHS)):
             if value not in allowed:
                 raise ValueError(f"joinpoint {name} must be one of {allowed}, got {value!r}")
-        for name in ("max_joinpoints", "min_joinpoints"):
+        for name in ("max_joinpoints", "min_joinpoints", "cap_joinpoints"):
             value = getattr(self, name)
             if value is not None and (int(value) != value or value < 0):
                 raise ValueError(f"{name} must be a whole number >= 0, got {value}")
@@ -305,15 +314,28 @@ def _feasible_range(n: int, opts: _Options) -> tuple[int, int, list]:
     and the degrees of freedom allow."""
     asked = (max(default_max_joinpoints(n), int(opts.min_joinpoints))
              if opts.max_joinpoints is None else int(opts.max_joinpoints))
+    notes = []
+    if opts.cap_joinpoints is not None and asked > opts.cap_joinpoints:
+        notes.append(f"at most {opts.cap_joinpoints} joinpoint(s) (the cap), where NCI's rule allows "
+                     f"{asked} in {n} years")
+        asked = max(int(opts.cap_joinpoints), int(opts.min_joinpoints))
     k = asked
     while k > 0 and (_df(n, k, opts.se_method) < 1
                      or len(candidate_joinpoints(n, k, opts.min_from_end, opts.min_between)) == 0):
         k -= 1
-    notes = []
     if k < asked:
         notes.append(f"at most {k} joinpoint(s) fit in {n} years with the distance rules "
                      f"(asked {asked})")
     return min(int(opts.min_joinpoints), k), k, notes
+
+
+def _series_per_slice(n: int, opts: _Options) -> int:
+    """How many series of n years one _GroupFits may hold: its orthonormal bases take
+    8 n sum_k C_k (k + 1) bytes per series (twice, while they are made)."""
+    _, kmax, _ = _feasible_range(n, opts)
+    per_series = 16 * n * sum(len(candidate_joinpoints(n, k, opts.min_from_end, opts.min_between)) * (k + 1)
+                              for k in range(kmax + 1))
+    return max(1, _BASES_MEMORY // max(per_series, 1))
 
 
 def _df(n: int, k: int, se_method: str) -> int:

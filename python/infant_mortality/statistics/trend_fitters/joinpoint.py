@@ -28,7 +28,8 @@ LN10 = np.log(10.0)
 
 @dataclass(frozen=True)
 class JoinpointFitter:
-    """``fit_joinpoint_many`` with NCI's defaults; ``max_joinpoints`` None = NCI's rule for n."""
+    """``fit_joinpoint_many`` with NCI's defaults; ``max_joinpoints`` caps NCI's rule for n (None:
+    the rule alone, up to 5 joinpoints for 27 years or more)."""
 
     max_joinpoints: int | None = None
     selection: str = "permutation"
@@ -46,7 +47,7 @@ class JoinpointFitter:
     def fit(self, data: SeriesData) -> SeriesFits:
         t0 = time.perf_counter()
         fits = fit_joinpoint_many(data.year, data.deaths, data.births, np.asarray(data.series),
-                                  max_joinpoints=self.max_joinpoints, selection=self.selection,
+                                  cap_joinpoints=self.max_joinpoints, selection=self.selection,
                                   ci_level=self.ci_level, n_permutations=self.n_permutations)
 
         def column(name):
