@@ -638,8 +638,10 @@ def test_country_section_and_region_selector(multi_region):
     # The header states the build's count basis from meta_build, marked when the data are generated.
     (basis,) = query(warehouse, "select count_basis from marts.meta_build")[0]
     assert "GENERATED" in basis and f'<p class="generated-data">Counts: {html.escape(basis)}.</p>' in text
-    # All four indicators come from the microdata.
-    assert {k.rsplit("-", 1)[1] for k in figures(text) if k.startswith("fig-trends-CL-")} == {"imr", "nmr", "enmr", "pnmr"}
+    # Every indicator the microdata give (the four age groups and the cause groups) has its panel.
+    counted = {i for (i,) in query(warehouse, "select indicator from marts.dim_indicator where has_counts")}
+    assert {"imr", "nmr", "enmr", "pnmr", "imr_perinatal"} <= counted
+    assert {k.rsplit("-", 1)[1] for k in figures(text) if k.startswith("fig-trends-CL-")} == counted
 
 
 # --------------------------------------------------------------------------------------------
