@@ -73,3 +73,54 @@ def published_warehouse(tmp_path_factory):
     assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return SimpleNamespace(path=path, parquet=path.parent / "parquet", target=work / "dbt_target",
                            output=result.stdout)
+
+
+THREE_REGIONS = ("11", "12", "15")   # Aysén, Magallanes (with Antártica, 12202, absent from the 2022 file), Arica
+COVARIATE_DROPPED = "11201"          # Aysén: its income_poverty_2022 line is removed
+COVARIATE_UNPARSEABLE = "15101"      # Arica: its multidimensional_poverty_2022 value becomes "n/d"
+
+
+@pytest.fixture(scope="session")
+def three_regions(tmp_path_factory):
+    """`dbt build` of generated microdata for three small regions, 2015-2019 (the country path),
+    built once for test_multi_region.py and test_inequality_warehouse.py: births files without
+    a header and deaths in UTF-8 (layouts the staging must take), covariate files that lack one
+    commune's value and carry one unparseable value, and `benchmark_communes` set. The covariate
+    damage and the benchmark touch only the inequity marts and their audit rows."""
+    import csv
+    import shutil
+    from types import SimpleNamespace
+
+    from infant_mortality.tools.generate_deis import Options, generate
+
+    tmp = tmp_path_factory.mktemp("three_regions")
+    source = REPO_ROOT / "data" / "raw"
+    raw = tmp / "raw"
+    (raw / "covariates").mkdir(parents=True)
+    for item in source.iterdir():
+        if item.is_file():
+            (raw / item.name).symlink_to(item)
+    for item in (source / "covariates").iterdir():
+        shutil.copy(item, raw / "covariates" / item.name)
+    poverty = raw / "covariates" / "poverty_2022_communes.csv"
+    with open(poverty, encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle))
+    kept = []
+    for row in rows:
+        if row[1] == COVARIATE_DROPPED and row[4] == "ingresos":
+            continue
+        if row[1] == COVARIATE_UNPARSEABLE and row[4] == "multidimensional":
+            row[5] = "n/d"
+        kept.append(row)
+    with open(poverty, "w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle).writerows(kept)
+    files = tmp / "files"
+    manifest = generate(Options(out_dir=files, regions=THREE_REGIONS, years=tuple(range(2015, 2020)),
+                                births_header="none", deaths_encoding="utf-8", project_dir=REPO_ROOT))
+    path = tmp / "three_regions.duckdb"
+    dbt_vars = {"vital_source": "deis_microdata", "raw_data_dir": str(raw),
+                "deis_deaths_path": str(files / manifest["deaths_file"]),
+                "deis_births_path": str(files / manifest["births_folder"]), "deis_cache_dir": str(tmp / "cache"),
+                "benchmark_communes": ["12101"]}
+    run_dbt(["build"], path, dbt_vars)
+    return SimpleNamespace(path=path, files=files, dbt_vars=dbt_vars, poverty=poverty)

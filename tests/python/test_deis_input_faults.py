@@ -14,6 +14,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -185,19 +186,46 @@ def test_two_births_files_of_one_year_stop_the_build(clean, tmp_path):
                  select=STOP_SELECT)
 
 
-def test_gzip_blank_line_and_quote_led_field_give_the_clean_numbers_and_exact_lines(clean, tmp_path):
-    # Three faults in one build (each once broke the promise): the deaths file gzipped in a
-    # folder (once skipped silently), a blank line (once shifted every later source_line) and a
-    # field starting with a quote (once merged the following lines into one record).
-    files = copy_inputs(clean, tmp_path)
+@pytest.fixture(scope="module")
+def several_faults(clean, tmp_path_factory):
+    """One build holding five faults that each once broke the promise, in files of their own, so
+    none can hide another: the deaths file gzipped in a folder (once skipped silently), with a
+    blank line (once shifted every later source_line) and a field starting with a quote (once
+    merged the following lines into one record); blank lines in the first births file (once
+    moved the next file's lines); a births file of 2017, a year the deaths file does not hold
+    (every 2017 IMR was once 0.0). Only that year's cells may be unavailable."""
+    tmp = tmp_path_factory.mktemp("faults_promise")
+    files = copy_inputs(clean, tmp)
     deaths = files / DEATHS
     edit_line(deaths, 5, lambda f: f[:6] + ['"' + f[6]] + f[7:])   # unbalanced quote in the name
     lines = deaths.read_bytes().split(b"\n")
-    folder = tmp_path / "deaths"
+    folder = tmp / "deaths"
     folder.mkdir()
     with gzip.open(folder / (DEATHS + ".gz"), "wb") as sink:
         sink.write(b"\n".join(lines[:10] + [b""] + lines[10:]))   # line 11 is now blank
-    database = assert_promise(clean, tmp_path, folder, files / "nacimientos")
+    births = files / "nacimientos"
+    first, second = sorted(births.glob("*.csv"))
+    text = first.read_bytes()
+    year_2017 = births / "births_2017.csv"
+    rows = text.decode("latin-1").split("\n")
+    year_2017.write_bytes("\n".join([rows[0]] + [line.replace("2018;", "2017;", 1) for line in rows[1:]])
+                          .encode("latin-1"))
+    blank = text.split(b"\n")
+    first.write_bytes(b"\n".join(blank[:3] + [b""] + blank[3:40] + [b"", b""] + blank[40:]))  # blank: 4, 42, 43
+    database = assert_promise(clean, tmp, folder, births)
+    # No fault hides another: every cell the clean build publishes is published here too.
+    clean_cells = set(query(clean[1], "select area_level, area_code, year, indicator from marts.fct_area_year_rates "
+                                      "where rate_per_1000 is not null"))
+    published = set(query(database, "select area_level, area_code, year, indicator from marts.fct_area_year_rates "
+                                    "where rate_per_1000 is not null"))
+    assert clean_cells and clean_cells <= published, sorted(clean_cells - published)[:5]
+    return SimpleNamespace(database=database, folder=folder, lines=lines, first=first, second=second,
+                           year_2017=year_2017)
+
+
+def test_gzip_blank_line_and_quote_led_field_give_the_clean_numbers_and_exact_lines(clean, several_faults):
+    database, folder, lines = several_faults.database, several_faults.folder, several_faults.lines
+    assert check_promise(clean[1], database) == []
     staged = dict(query(database, "select source_line, commune_name || ';' || age_amount_as_read "
                                   "from staging.stg_deis__deaths where source_line in (5, 10, 12, 13)"))
     for number, original in ((5, lines[4]), (10, lines[9]), (12, lines[10]), (13, lines[11])):
@@ -209,16 +237,13 @@ def test_gzip_blank_line_and_quote_led_field_give_the_clean_numbers_and_exact_li
     assert entries == [(str(folder / (DEATHS + ".gz")), "read", 1, True)]
 
 
-def test_blank_lines_in_one_births_file_shift_no_line_of_any_file(clean, tmp_path):
+def test_blank_lines_in_one_births_file_shift_no_line_of_any_file(clean, several_faults):
     # Births files are read together and numbered from Python's record counts per file: blank
-    # lines in the first file must move neither its own later lines nor the next file's, and the
+    # lines in the first file must move neither its own later lines nor the next files', and the
     # counts stay those of the clean files.
-    files = copy_inputs(clean, tmp_path)
-    first, second = sorted((files / "nacimientos").glob("*.csv"))
-    lines = first.read_bytes().split(b"\n")
-    first.write_bytes(b"\n".join(lines[:3] + [b""] + lines[3:40] + [b"", b""] + lines[40:]))  # blank: 4, 42, 43
-    database = assert_promise(clean, tmp_path, files / DEATHS, files / "nacimientos")
-    for path in (first, second):
+    database, first, second = several_faults.database, several_faults.first, several_faults.second
+    assert check_promise(clean[1], database) == []
+    for path in (first, second, several_faults.year_2017):
         physical = path.read_bytes().decode("latin-1").split("\n")
         staged = query(database, "select source_line, birth_day, birth_month, weight_g from staging.stg_deis__births "
                                  "where source_file = ?", [str(path)])
@@ -227,7 +252,7 @@ def test_blank_lines_in_one_births_file_shift_no_line_of_any_file(clean, tmp_pat
             fields = physical[line - 1].split(";")
             assert (int(fields[2]), int(fields[1]), int(fields[4])) == (day, month, weight), (path.name, line)
     entries = dict(query(database, "select entry, blank_lines from marts.audit_input_files where input = 'deis_births'"))
-    assert entries == {str(first): 3, str(second): 0}
+    assert entries == {str(first): 3, str(second): 0, str(several_faults.year_2017): 0}
 
 
 # --- Security: ZIP members are confined to the cache and bounded ----------------------------
@@ -409,14 +434,10 @@ def test_binary_content_inside_a_deflated_member_is_refused(tmp_path):
 
 # --- Round two (issue 28): coverage, literal paths, content-keyed cache, cut files ----------
 
-def test_a_year_with_births_and_no_deaths_file_is_unavailable_and_audited_never_zero(clean, tmp_path):
+def test_a_year_with_births_and_no_deaths_file_is_unavailable_and_audited_never_zero(clean, several_faults):
     # Births of 2017 with a deaths file that holds only 2018-2019: every 2017 IMR was once 0.0.
-    files = copy_inputs(clean, tmp_path)
-    births = files / "nacimientos"
-    text = (births / "synthetic_deis_births_2018.csv").read_bytes().decode("latin-1").split("\n")
-    (births / "births_2017.csv").write_bytes("\n".join(
-        [text[0]] + [line.replace("2018;", "2017;", 1) for line in text[1:]]).encode("latin-1"))
-    database = assert_promise(clean, tmp_path, files / DEATHS, births)
+    database = several_faults.database
+    assert check_promise(clean[1], database) == []
     cells = query(database, "select area_level, rate_per_1000, deaths, unavailable_reason from marts.fct_area_year_rates "
                             "where year = 2017")
     assert cells and all(rate is None and deaths is None for _, rate, deaths, _ in cells)

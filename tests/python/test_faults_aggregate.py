@@ -258,8 +258,9 @@ def test_faults_that_stop_the_build_name_file_line_and_key(stop_folder, fault_cl
 def test_a_raw_data_dir_named_with_glob_characters_is_read_literally(bundled_warehouse, tmp_path):
     # `br[1]` once read the folder br1: here a decoy that DuckDB's glob would match holds a
     # header-only INE file. The build reads the folder named, every mart equal to the clean one.
-    raw = copy_raw(tmp_path / "br[1] {a,b} *?' ñ")
-    decoy = tmp_path / "br1 {a,b} zz' ñ"
+    # The name has an apostrophe and accents too: every var reaches SQL quoted.
+    raw = copy_raw(tmp_path / "región O'Higgins br[1] {a,b} *?' ñ")
+    decoy = tmp_path / "región O'Higgins br1 {a,b} zz' ñ"
     decoy.mkdir()
     (decoy / INE).write_text((raw / INE).read_text(encoding="utf-8").split("\n")[0] + "\n", encoding="utf-8")
     database = tmp_path / "literal.duckdb"
@@ -271,7 +272,10 @@ def test_a_raw_data_dir_named_with_glob_characters_is_read_literally(bundled_war
     assert sorted(map(str, query(database, audit_sql))) == sorted(map(str, query(bundled_warehouse, audit_sql)))
     read = query(database, "select entry from marts.audit_input_files where action like 'read%' order by entry")
     assert read and all(entry.startswith(str(raw)) for (entry,) in read)
-    RESULTS.append(("paths are literal", "raw_data_dir named br[1] {a,b} *?' ñ beside a decoy br1 ...",
+    rows = query(database, "select live_births from marts.fct_area_year_rates "
+                           "where area_level = 'region' and area_code = '13' and year = 2010 and indicator = 'imr'")
+    assert rows == [(101047,)]  # the region's 2010 births, as published by INE
+    RESULTS.append(("paths are literal", "raw_data_dir named región O'Higgins br[1] {a,b} *?' ñ beside a decoy br1 ...",
                     "built from the folder named; every mart equal to the clean build"))
 
 

@@ -19,8 +19,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.tools.generate_deis import Options, generate
+from conftest import COVARIATE_DROPPED, COVARIATE_UNPARSEABLE, REPO_ROOT, THREE_REGIONS, query, run_dbt
 
 RAW = REPO_ROOT / "data" / "raw"
 MEASURE_KEYS = "indicator = 'imr' and period_label = '2010-2019' and stratifier = 'income_poverty_2013'"
@@ -207,43 +206,14 @@ def test_covariate_audit_matches_the_regions_in_the_build(bundled_warehouse):
 # Several regions and the country, with a damaged covariate file
 # --------------------------------------------------------------------------------------------
 
-REGIONS = ("11", "12", "15")   # Aysén, Magallanes (with Antártica, 12202, absent from the 2022 file), Arica
-DROPPED = "11201"              # Aysén: its income_poverty_2022 line is removed
-UNPARSEABLE = "15101"          # Arica: its multidimensional_poverty_2022 value becomes "n/d"
+REGIONS = THREE_REGIONS
+DROPPED, UNPARSEABLE = COVARIATE_DROPPED, COVARIATE_UNPARSEABLE
 
 
 @pytest.fixture(scope="module")
-def national(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("inequity_national")
-    raw = tmp / "raw"
-    (raw / "covariates").mkdir(parents=True)
-    for item in RAW.iterdir():
-        if item.is_file():
-            (raw / item.name).symlink_to(item)
-    for item in (RAW / "covariates").iterdir():
-        shutil.copy(item, raw / "covariates" / item.name)
-    poverty = raw / "covariates" / "poverty_2022_communes.csv"
-    with open(poverty, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle))
-    kept = []
-    for row in rows:
-        if row[1] == DROPPED and row[4] == "ingresos":
-            continue
-        if row[1] == UNPARSEABLE and row[4] == "multidimensional":
-            row[5] = "n/d"
-        kept.append(row)
-    with open(poverty, "w", encoding="utf-8", newline="") as handle:
-        csv.writer(handle).writerows(kept)
-    files = tmp / "files"
-    manifest = generate(Options(out_dir=files, regions=REGIONS, years=tuple(range(2015, 2020)),
-                                project_dir=REPO_ROOT))
-    path = tmp / "national.duckdb"
-    dbt_vars = {"vital_source": "deis_microdata", "raw_data_dir": str(raw),
-                "deis_deaths_path": str(files / manifest["deaths_file"]),
-                "deis_births_path": str(files / manifest["births_folder"]), "deis_cache_dir": str(tmp / "cache"),
-                "benchmark_communes": ["12101"]}
-    run_dbt(["build"], path, dbt_vars)
-    return path, dbt_vars, poverty
+def national(three_regions):
+    """The session's three-region build (conftest): the damaged covariate files, benchmark_communes."""
+    return three_regions.path, three_regions.dbt_vars, three_regions.poverty
 
 
 def test_country_and_regions_are_measured_by_the_2022_stratifiers_only(national):
@@ -320,10 +290,12 @@ def test_listed_benchmark_applies_to_every_region(national):
                        "from marts.fct_commune_vs_benchmark") == [(True,)]
 
 
-def test_a_bad_benchmark_var_stops_the_build_naming_the_var(national):
+def test_a_bad_benchmark_var_stops_the_build_naming_the_var(national, tmp_path):
     # Every rejected form is unit-tested (test_inequality.py); this checks that the var reaches
     # the model through its YAML config and that dbt reports the message.
-    path, dbt_vars, _ = national
+    built, dbt_vars, _ = national
+    path = tmp_path / "copy.duckdb"   # the session's build stays as it was built
+    shutil.copyfile(built, path)
     result = run_dbt(["run", "-s", "int_commune_vs_benchmark"], path,
                      {**dbt_vars, "benchmark_min_deaths": 0}, check=False)
     assert result.returncode != 0

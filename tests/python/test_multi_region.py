@@ -8,25 +8,16 @@ from collections import Counter
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.tools.generate_deis import Options, generate
+from conftest import THREE_REGIONS, query, run_dbt
 
-REGIONS = ("11", "12", "15")  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
+REGIONS = THREE_REGIONS  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
 YEARS = tuple(range(2015, 2020))
 
 
 @pytest.fixture(scope="module")
-def national_sample(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("multi_region")
-    out = tmp / "files"
-    generate(Options(out_dir=out, regions=REGIONS, years=YEARS, births_header="none",
-                     deaths_encoding="utf-8", project_dir=REPO_ROOT))
-    path = tmp / "multi.duckdb"
-    run_dbt(["build"], path, {"vital_source": "deis_microdata",
-                              "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
-                              "deis_births_path": str(out / "nacimientos"),
-                              "deis_cache_dir": str(tmp / "cache")})
-    return path, out
+def national_sample(three_regions):
+    """The session's three-region build (conftest): births files without a header, deaths in UTF-8."""
+    return three_regions.path, three_regions.files
 
 
 def births_in_files(out) -> Counter:

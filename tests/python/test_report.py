@@ -18,6 +18,7 @@ import re
 import shutil
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import numpy as np
@@ -30,7 +31,7 @@ from infant_mortality.tools.generate_deis import Options, generate
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.report.browser import Browser, find_axe, page_url
-from infant_mortality.report.common import fmt, fmt_apc, trend_label
+from infant_mortality.report.common import fmt, fmt_apc, trend_label, use_trend_ci_level
 from infant_mortality.report.i18n import MESSAGES, t, use_language
 from infant_mortality.report.ranking import RANKING_CUSTOMDATA
 from infant_mortality.report.tables import COMPARISON_COLUMNS
@@ -369,17 +370,36 @@ def test_trend_section(bundled_warehouse, page):
     assert f"<b>{cls}</b>" in headline and f"APC {fmt(apc, 1, signed=True)}%" in headline
 
 
-def test_fitted_line_is_drawn_from_the_marts_intercept(bundled_warehouse, tmp_path):
-    """With `fct_trends.intercept_log10`, the line is 10^(intercept + slope * year), whatever
-    the intercept: the report draws the mart's fit, it does not refit."""
-    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
+@pytest.fixture(scope="module")
+def altered(bundled_warehouse, tmp_path_factory):
+    """One report, through the command line's default path ($IMR_DUCKDB_PATH), of a copy of the
+    warehouse with values no refit and no default would produce: Independencia's trend
+    intercept, and meta_build's method label, interval level and exceedance cut-off. The tests
+    below each read their own value back; none of the altered values feeds another's."""
+    tmp = tmp_path_factory.mktemp("report_altered")
+    warehouse = copy_warehouse(bundled_warehouse, tmp)
     with duckdb.connect(str(warehouse)) as con:
-        # A value no refit would produce, for one commune (Independencia) only.
         con.execute("update marts.fct_trends set intercept_log10 = 12.5 where area_code = '13108'")
         slope = con.execute("select slope_log10 from marts.fct_trends where area_code = '13108' and indicator = 'imr' "
                             "and method = (select trend_method from marts.meta_build) "
                             "and period_start = 2010 and period_end = 2019").fetchone()[0]
-    text = report.write_report(warehouse, tmp_path / "r.html").read_text(encoding="utf-8")
+        con.execute("update marts.meta_build set trend_method_label = 'Test-Method', trend_ci_level = 0.9, "
+                    "exceedance_probability_threshold = 0.6")
+    out = tmp / "nested" / "r.html"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMR_DUCKDB_PATH", str(warehouse))
+        code = report.main(["--output", str(out), "--lang", "en"])
+    # The report keeps the interval level of the last build it drew: give back the bundled one,
+    # which the other tests' numbers are formatted with.
+    (level,), = query(bundled_warehouse, "select trend_ci_level from marts.meta_build")
+    use_trend_ci_level(level)
+    return SimpleNamespace(warehouse=warehouse, slope=slope, out=out, code=code, text=out.read_text(encoding="utf-8"))
+
+
+def test_fitted_line_is_drawn_from_the_marts_intercept(altered):
+    """With `fct_trends.intercept_log10`, the line is 10^(intercept + slope * year), whatever
+    the intercept: the report draws the mart's fit, it does not refit."""
+    text, slope = altered.text, altered.slope
     fits = {t["meta"]["area_code"]: t for t in traces(figures(text)["fig-trends-13-imr"], kind="fit")}
     t = fits["13108"]
     assert t["meta"]["line_method"] == "mart"
@@ -573,12 +593,9 @@ def test_missing_warehouse_tells_to_build_it(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "r.html").exists()
 
 
-def test_env_path_is_the_default_and_the_file_is_closed(bundled_warehouse, tmp_path, monkeypatch):
-    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
-    monkeypatch.setenv("IMR_DUCKDB_PATH", str(warehouse))
-    out = tmp_path / "nested" / "r.html"
-    assert report.main(["--output", str(out)]) == 0 and out.stat().st_size > 1_000_000
-    with duckdb.connect(str(warehouse)) as con:  # read-write: only possible once the report closed it
+def test_env_path_is_the_default_and_the_file_is_closed(altered):
+    assert altered.code == 0 and altered.out.stat().st_size > 1_000_000
+    with duckdb.connect(str(altered.warehouse)) as con:  # read-write: only possible once the report closed it
         assert con.execute("select count(*) from marts.dim_commune").fetchone()[0] > 0
 
 
@@ -892,13 +909,9 @@ def test_joinpoints_are_the_segments_mart(bundled_warehouse, page):
     assert drawn == expected and expected  # the bundled build has regions with a joinpoint
 
 
-def test_method_name_interval_level_and_cut_off_come_from_the_build(bundled_warehouse, tmp_path):
+def test_method_name_interval_level_and_cut_off_come_from_the_build(bundled_warehouse, altered):
     """The report writes no method name, interval level or exceedance cut-off of its own."""
-    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
-    with duckdb.connect(str(warehouse)) as con:
-        con.execute("update marts.meta_build set trend_method_label = 'Test-Method', trend_ci_level = 0.9, "
-                    "exceedance_probability_threshold = 0.6")
-    text = report.write_report(warehouse, tmp_path / "r.html", "en").read_text(encoding="utf-8")
+    text = altered.text
     assert "Trends by commune (Test-Method)" in text and "Prais-Winsten" not in visible_text(text)
     assert "(90% CI " in text and "(95% CI −" not in text.split("Trends by commune")[0].split("region-block")[-1]
     fig = figures(text)["fig-map-13"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -187,17 +186,6 @@ def test_a_raw_data_dir_without_files_is_named_and_no_rate_is_built(bad_runs):
     result, _, database, _ = bad_runs["sql_in_raw_data_dir"]
     assert "ERROR hook: infant_mortality.on-run-start" in result.stdout
     assert COUNT_MARTS & set(_tables(database)) == set()
-
-
-def test_a_raw_data_dir_with_an_apostrophe_and_accents_works(tmp_path):
-    raw = tmp_path / "región O'Higgins"
-    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
-    result, _ = _run(tmp_path / "run", {"raw_data_dir": str(raw)})
-    assert result.returncode == 0, result.stdout[-3000:]
-    with duckdb.connect(str(tmp_path / "run" / "w.duckdb"), read_only=True) as con:
-        rows = con.execute("select live_births from marts.fct_area_year_rates "
-                           "where area_level = 'region' and area_code = '13' and year = 2010 and indicator = 'imr'").fetchall()
-    assert rows == [(101047,)]  # the region's 2010 births, as published by INE
 
 
 def test_every_macro_is_documented_with_its_arguments():
