@@ -48,7 +48,7 @@
         when {{ code_as_read }} is null or {{ code_as_read }} = '99999' then 'commune_missing'
         when not regexp_matches({{ code_as_read }}, '^[0-9]{5}$') then 'commune_unparseable'
         when {{ mapping }} = 'unsourced' then 'commune_code_unmapped'
-        when {{ current_code }} not in (select codigo_comuna from {{ ref('communes_chile') }}) then 'commune_unknown'
+        when {{ current_code }} not in (select commune_code from {{ ref('stg_reference__communes') }}) then 'commune_unknown'
     end
 {%- endmacro %}
 

@@ -148,11 +148,11 @@ control_totals as (
 ),
 
 counted_by_region as (
-    select communes.codigo_region as region_code, births.birth_year as year, count(*) as counted_births
+    select communes.region_code, births.birth_year as year, count(*) as counted_births
     from births
-    inner join {{ ref('communes_chile') }} as communes on births.commune_code = communes.codigo_comuna
+    inner join {{ ref('stg_reference__communes') }} as communes on births.commune_code = communes.commune_code
     where {{ deis_is_assignable('births.record_problem', 'births.birth_year') }}
-    group by communes.codigo_region, births.birth_year
+    group by communes.region_code, births.birth_year
 ),
 
 control_rows as (
