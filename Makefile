@@ -27,8 +27,9 @@ warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish
 
 ## The whole test suite (builds its own temporary warehouses; needs no `make warehouse`).
+## One worker per core, each test file on one worker (its module fixtures are built once).
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile
 
 ## The dbt documentation site, generated offline as static HTML under target/.
 docs: $(STAMP)

@@ -43,12 +43,14 @@
     commune_missing; a code that is not 4-5 digits is commune_unparseable; a historical code the
     crosswalk cannot map is commune_code_unmapped; a code absent from the reference list of 346
     communes (after the crosswalk) is commune_unknown. -#}
+{#- (A staging model reads the reference seed itself, not stg_reference__communes: a build of the
+    staging layer alone then selects no test of the models above it.) -#}
 {% macro deis_commune_problem(code_as_read, mapping, current_code) -%}
     case
         when {{ code_as_read }} is null or {{ code_as_read }} = '99999' then 'commune_missing'
         when not regexp_matches({{ code_as_read }}, '^[0-9]{5}$') then 'commune_unparseable'
         when {{ mapping }} = 'unsourced' then 'commune_code_unmapped'
-        when {{ current_code }} not in (select commune_code from {{ ref('stg_reference__communes') }}) then 'commune_unknown'
+        when {{ current_code }} not in (select codigo_comuna from {{ ref('communes_chile') }}) then 'commune_unknown'
     end
 {%- endmacro %}
 
