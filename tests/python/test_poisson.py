@@ -166,3 +166,44 @@ def test_midp_interval_excludes_1_exactly_when_the_midp_test_rejects():
         rejects = rate_ratio_midp_p_value(d1, n1, d2, n2) < 1 - level
         assert ((lower > 1) | (upper < 1)).tolist() == rejects.tolist()
         assert rejects.sum() > 100
+
+
+def test_midp_limits_stop_bisecting_with_the_same_bits_as_200_halvings():
+    """The bisection leaves a problem once its bracket stops moving; a plain loop of all 200
+    halvings (the definition) must give the very same doubles, edges included."""
+    from scipy import special
+
+    from infant_mortality.statistics.poisson import rate_ratio_midp_ci, rate_ratio_midp_limit
+
+    def all_200_halvings(d1, total, a, bound):
+        lo, hi = np.full(d1.shape, -60.0), np.full(d1.shape, 60.0)
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            p = special.expit(mid)
+            point = stats.binom.pmf(d1, total, p)
+            if bound == "lower":
+                below = stats.binom.sf(d1, total, p) + point / 2 < a
+            else:
+                below = stats.binom.cdf(d1 - 1, total, p) + point / 2 > a
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return special.expit((lo + hi) / 2)
+
+    rng = np.random.default_rng(11)
+    d1 = np.r_[rng.integers(0, 80, 3000), 0, 5, 1, 500]
+    d2 = np.r_[rng.integers(0, 900, 3000), 5, 0, 1, 500]
+    n1 = np.r_[rng.integers(50, 8000, 3000), 100, 100, 1000, 40000]
+    n2 = np.r_[rng.integers(1000, 90000, 3000), 1000, 1000, 1000, 40000]
+    for level in (0.95, 0.9):
+        a = (1 - level) / 2
+        p_low = np.where(d1 > 0, all_200_halvings(d1, d1 + d2, a, "lower"), 0.0)
+        p_high = np.where(d2 > 0, all_200_halvings(d1, d1 + d2, a, "upper"), 1.0)
+        with np.errstate(divide="ignore"):
+            expected_upper = np.where(p_high < 1, p_high / (1 - p_high) * (n2 / n1), np.inf)
+        lower = rate_ratio_midp_limit(d1, n1, d2, n2, level, "lower")
+        upper = rate_ratio_midp_limit(d1, n1, d2, n2, level, "upper")
+        assert np.array_equal(lower, p_low / (1 - p_low) * (n2 / n1))
+        assert np.array_equal(upper, expected_upper)
+        both = rate_ratio_midp_ci(d1, n1, d2, n2, level)
+        assert np.array_equal(both[0], lower) and np.array_equal(both[1], upper)
+    with pytest.raises(ValueError, match="bound must be"):
+        rate_ratio_midp_limit(1, 10, 1, 10, 0.95, "middle")

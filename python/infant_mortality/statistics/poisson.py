@@ -71,10 +71,57 @@ def rate_ratio_midp_p_value(d1, n1, d2, n2):
     return _scalar_if_scalar(np.minimum(1.0, 2 * np.minimum(upper_tail, lower_tail)))[0]
 
 
-def _midp_tails(d1, total, p):
-    """One-sided mid-p tails of d1 ~ Binomial(total, p): (P(X > d1) + P(X = d1)/2, P(X < d1) + P(X = d1)/2)."""
-    point = stats.binom.pmf(d1, total, p)
-    return stats.binom.sf(d1, total, p) + point / 2, stats.binom.cdf(d1 - 1, total, p) + point / 2
+def _midp_tail(d1, total, p, bound: str):
+    """One-sided mid-p tail of d1 ~ Binomial(total, p): P(X > d1) + P(X = d1)/2 for the
+    ``lower`` limit, P(X < d1) + P(X = d1)/2 for the ``upper``."""
+    half_point = stats.binom.pmf(d1, total, p) / 2
+    if bound == "lower":
+        return stats.binom.sf(d1, total, p) + half_point
+    return stats.binom.cdf(d1 - 1, total, p) + half_point
+
+
+def _bisect_logit(tail, a: float, increasing: bool, size: int) -> np.ndarray:
+    """p in (0, 1) where tail(index, p) crosses a, for `size` problems at once, by bisection on
+    logit p over [-60, 60] (200 halvings at most).
+
+    A problem leaves the loop when a halving changes neither end of its bracket: the next one
+    would take the same midpoint and the same decision, so its bracket is final and the result
+    is bit for bit what all 200 halvings give. That takes about 55 halvings (the bracket
+    reaches the spacing of doubles near the root), so most of the work is saved.
+    """
+    lo, hi = np.full(size, -60.0), np.full(size, 60.0)
+    moving = np.arange(size)
+    for _ in range(200):
+        if moving.size == 0:
+            break
+        old_lo, old_hi = lo[moving], hi[moving]
+        mid = (old_lo + old_hi) / 2
+        value = tail(moving, special.expit(mid))
+        below = (value < a) if increasing else (value > a)
+        new_lo, new_hi = np.where(below, mid, old_lo), np.where(below, old_hi, mid)
+        lo[moving], hi[moving] = new_lo, new_hi
+        moving = moving[(new_lo != old_lo) | (new_hi != old_hi)]
+    return special.expit((lo + hi) / 2)
+
+
+def rate_ratio_midp_limit(d1, n1, d2, n2, level: float, bound: str):
+    """One limit (``bound`` = ``lower`` or ``upper``) of :func:`rate_ratio_midp_ci`, solving
+    only that one (each is a root search)."""
+    if bound not in ("lower", "upper"):
+        raise ValueError(f"bound must be 'lower' or 'upper', got {bound!r}")
+    d1, n1, d2, n2 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (d1, n1, d2, n2)))
+    a = _tail(level)
+    shape = d1.shape
+    flat_d1, flat_total = d1.reshape(-1), (d1 + d2).reshape(-1)
+    solved = _bisect_logit(lambda i, p: _midp_tail(flat_d1[i], flat_total[i], p, bound), a,
+                           increasing=(bound == "lower"), size=flat_d1.size).reshape(shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = n2 / n1
+        if bound == "lower":
+            p_low = np.where(d1 > 0, solved, 0.0)
+            return _scalar_if_scalar(p_low / (1 - p_low) * scale)[0]
+        p_high = np.where(d2 > 0, solved, 1.0)
+        return _scalar_if_scalar(np.where(p_high < 1, p_high / (1 - p_high) * scale, np.inf))[0]
 
 
 def rate_ratio_midp_ci(d1, n1, d2, n2, level: float = 0.95):
@@ -86,27 +133,8 @@ def rate_ratio_midp_ci(d1, n1, d2, n2, level: float = 0.95):
     (both tails are monotone in p; solved by bisection on logit p to double precision); mapped
     to RR as the exact interval is. Lower 0 when d1 = 0, upper +inf when d2 = 0.
     """
-    d1, n1, d2, n2 = (np.asarray(v, dtype=float) for v in (d1, n1, d2, n2))
-    a = _tail(level)
-    total = d1 + d2
-    shape = np.broadcast(d1, n1, d2, n2).shape
-
-    def solve(tail_index, increasing):
-        lo, hi = np.full(shape, -60.0), np.full(shape, 60.0)
-        for _ in range(200):
-            mid = (lo + hi) / 2
-            tail = _midp_tails(d1, total, special.expit(mid))[tail_index]
-            below = (tail < a) if increasing else (tail > a)
-            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        return special.expit((lo + hi) / 2)
-
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p_low = np.where(d1 > 0, solve(0, True), 0.0)
-        p_high = np.where(d2 > 0, solve(1, False), 1.0)
-        scale = n2 / n1
-        lower = p_low / (1 - p_low) * scale
-        upper = np.where(p_high < 1, p_high / (1 - p_high) * scale, np.inf)
-    return _scalar_if_scalar(lower, upper)
+    return (rate_ratio_midp_limit(d1, n1, d2, n2, level, "lower"),
+            rate_ratio_midp_limit(d1, n1, d2, n2, level, "upper"))
 
 
 FUNNEL_LEVELS = (0.95, 0.998)
