@@ -253,7 +253,7 @@ def test_permutation_p_value_equals_a_loop_over_permutations():
     deaths, births = broken_line_deaths(YEARS, 2014, (-0.03, 0.03), noise=0.04, seed=12)
     deaths = np.round(deaths)
     n_perm = 199
-    fit = jp.fit_joinpoint(YEARS, deaths, births, n_permutations=n_perm, seed=3)
+    fit = jp.fit_joinpoint(YEARS, deaths, births, n_permutations=n_perm, seed=3, permutation_stop="all")
     y, w = np.log(deaths / births), deaths
     sse0, _ = brute_force_sse(YEARS, y, w, 0)
     sse1, _ = brute_force_sse(YEARS, y, w, 1)
@@ -478,3 +478,38 @@ def test_the_cap_lowers_nci_rule_and_says_so():
     free = jp.fit_joinpoint(years, np.round(deaths), births, n_permutations=199)
     loose = jp.fit_joinpoint(years, np.round(deaths), births, n_permutations=199, cap_joinpoints=5)
     assert free == loose and free.max_joinpoints == 3
+
+
+def test_stopping_when_the_decision_is_settled_chooses_what_all_permutations_choose():
+    # 600 series of 16 years (up to 2 joinpoints, two tests each), from straight lines to clear
+    # breaks, Poisson counts of small and large communes: every chosen model, decision and fit
+    # is the one all 4,499 permutations give; a stopped test's p is a lower bound of the full p.
+    rng = np.random.default_rng(21)
+    years = np.arange(2004, 2020)
+    S = 600
+    t = years - years[0]
+    change = rng.choice([0.0, 0.02, 0.05, 0.12], S)[:, None]
+    log_rate = np.log(0.008) - 0.03 * t + change * np.maximum(years - 2011, 0)
+    births = rng.choice([800.0, 5_000.0, 60_000.0], S)[:, None] * np.ones(len(years))
+    deaths = rng.poisson(births * np.exp(log_rate)).astype(float)
+    args = (np.tile(years, S), deaths.ravel(), births.ravel(), np.repeat(np.arange(S), len(years)))
+    early = jp.fit_joinpoint_many(*args)
+    full = jp.fit_joinpoint_many(*args, permutation_stop="all")
+    stopped = 0
+    for e, f in zip(early, full):
+        assert (e.n_joinpoints, e.joinpoints, e.segments, e.aapc, e.estimable) == \
+            (f.n_joinpoints, f.joinpoints, f.segments, f.aapc, f.estimable)
+        assert [(x.k_null, x.k_alt, x.level, x.rejected) for x in e.tests] == \
+            [(x.k_null, x.k_alt, x.level, x.rejected) for x in f.tests]
+        for x, y in zip(e.tests, f.tests):
+            assert y.permutations == jp.NCI_PERMUTATIONS
+            if x.permutations < jp.NCI_PERMUTATIONS:
+                stopped += 1
+                assert x.p_value <= y.p_value
+            else:
+                assert x.p_value == y.p_value
+    # Most tests of noise settle in the first blocks: the saving is real.
+    assert stopped > 0.5 * sum(len(f.tests) for f in full)
+    assert {f.n_joinpoints for f in full} == {0, 1, 2}
+    with pytest.raises(ValueError, match="permutation_stop"):
+        jp.fit_joinpoint(years, deaths[0], births[0], permutation_stop="some")

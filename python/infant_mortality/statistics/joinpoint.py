@@ -11,7 +11,8 @@ API
 ``fit_joinpoint(year, deaths, births, *, max_joinpoints=None, min_joinpoints=0, min_from_end=2,
 min_between=2,
 selection="permutation", n_permutations=4499, alpha=0.05, seed=20000335, ci_level=0.95,
-weighting="poisson", se_method="nci", zero_deaths="add_half") -> JoinpointFit``
+weighting="poisson", se_method="nci", zero_deaths="add_half", cap_joinpoints=None,
+permutation_stop="decision") -> JoinpointFit``
     One series: arrays of equal length, one row per year (any order, years unique).
 
 ``fit_joinpoint_many(year, deaths, births, series, **same options) -> list[JoinpointFit]``
@@ -33,6 +34,11 @@ Options
   each test at level alpha / (max - ka) as NCI does since version 3.0 (ka starts at the minimum); p = (1 + #{T* >= T}) /
   (N + 1) with T = SSE_a / SSE_b - 1 over N permutations of the null model's weighted residuals)
   or ``"bic"`` (NCI's BIC(k) = ln(SSE_k / n) + 2 (k + 1) ln(n) / n, smallest wins, ties to fewer).
+* ``permutation_stop``: ``"decision"`` (default) draws the permutations in blocks of 250, 500,
+  1000, ... and stops a test once its decision (p < level) is settled either way; ``"all"``
+  always draws N. Both choose the same model (tested); under ``"decision"`` the p-value of a
+  test that stopped early is the lower bound (1 + hits so far) / (N + 1) and
+  ``SelectionTest.permutations`` says how many were drawn.
 * ``weighting``: ``"poisson"`` (weight = deaths, i.e. 1 / var(ln rate) by the delta method: what
   NCI uses for a crude rate it computes from a count and a population) or ``"constant"`` (OLS).
 * ``se_method``: ``"nci"`` (NCI's parametric standard errors: observations on joinpoints left
@@ -71,6 +77,9 @@ ZERO_DEATHS = ("add_half", "not_estimable")
 _PERMUTATION_MEMORY = 32 * 2**20
 # Bytes the candidate bases of one slice of series may take (_series_per_slice).
 _BASES_MEMORY = 256 * 2**20
+# Permutations of the first block under permutation_stop="decision" (then doubled each block).
+_FIRST_PERMUTATION_BLOCK = 250
+PERMUTATION_STOPS = ("decision", "all")
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,9 @@ class SelectionTest:
     p_value: float
     level: float
     rejected: bool
+    permutations: int
+    """Permutations drawn: all N, or fewer when the decision was settled earlier (then p_value is
+    a lower bound of the p all N give; see permutation_stop)."""
 
 
 @dataclass(frozen=True)
@@ -164,11 +176,12 @@ def fit_joinpoint_many(
     min_between=2,
     selection="permutation", n_permutations=NCI_PERMUTATIONS, alpha=0.05, seed=DEFAULT_SEED,
     ci_level=0.95, weighting="poisson", se_method="nci", zero_deaths="add_half", cap_joinpoints=None,
+    permutation_stop="decision",
 ) -> list[JoinpointFit]:
     """One fit per unique series label (sorted) from flat arrays; see the module docstring."""
     opts = _Options(max_joinpoints, min_joinpoints, min_from_end, min_between, selection,
                     n_permutations, alpha, seed, ci_level, weighting, se_method, zero_deaths,
-                    cap_joinpoints)
+                    cap_joinpoints, permutation_stop)
     year, deaths, births, series = _validated_arrays(year, deaths, births, series)
     labels, codes = np.unique(series, return_inverse=True)
     labels = labels.tolist()  # plain Python labels in results and messages
@@ -214,9 +227,11 @@ class _Options:
     se_method: str
     zero_deaths: str
     cap_joinpoints: int | None = None
+    permutation_stop: str = "decision"
 
     def __post_init__(self):
         for name, value, allowed in (("selection", self.selection, SELECTIONS),
+                                     ("permutation_stop", self.permutation_stop, PERMUTATION_STOPS),
                                      ("weighting", self.weighting, WEIGHTINGS),
                                      ("se_method", self.se_method, SE_METHODS),
                                      ("zero_deaths", self.zero_deaths, ZERO_DEATHS)):
@@ -330,11 +345,11 @@ def _feasible_range(n: int, opts: _Options) -> tuple[int, int, list]:
 
 
 def _series_per_slice(n: int, opts: _Options) -> int:
-    """How many series of n years one _GroupFits may hold: its orthonormal bases take
-    8 n sum_k C_k (k + 1) bytes per series (twice, while they are made)."""
+    """How many series of n years one _GroupFits may hold: its hinge bases take
+    8 n sum_k C_k k bytes per series (twice, while they are made)."""
     _, kmax, _ = _feasible_range(n, opts)
-    per_series = 16 * n * sum(len(candidate_joinpoints(n, k, opts.min_from_end, opts.min_between)) * (k + 1)
-                              for k in range(kmax + 1))
+    per_series = 16 * n * sum(len(candidate_joinpoints(n, k, opts.min_from_end, opts.min_between)) * k
+                              for k in range(1, kmax + 1))
     return max(1, _BASES_MEMORY // max(per_series, 1))
 
 
@@ -347,35 +362,70 @@ class _GroupFits:
     """Grid-search machinery for series sharing the same years (weights may differ).
 
     Responses are sqrt(w) (ln rate - its weighted mean). Every model contains the intercept
-    direction u = sqrt(w) / |sqrt(w)|; per candidate joinpoint set, Q is an orthonormal basis of
-    the rest of the model's columns made orthogonal to u, so the weighted SSE of a response matrix
-    Y is |Y|^2 - (u'Y)^2 - |Q'Y|^2 (one matmul for all candidates and permutations).
+    direction u = sqrt(w) / |sqrt(w)| and the line direction v (sqrt(w) year made orthogonal to
+    u, unit length); per candidate set of k >= 1 joinpoints, H is an orthonormal basis of its k
+    hinge columns made orthogonal to u and v. The weighted SSE of a response matrix Y is then
+    |Y|^2 - (u'Y)^2 - (v'Y)^2 - |H'Y|^2: the part every candidate shares is computed once, and
+    one matrix product gives |H'Y|^2 for all candidates and permutations (k rows per candidate,
+    not k + 1).
     """
 
     def __init__(self, x: np.ndarray, sqrt_w: np.ndarray, kmax: int, opts: _Options):
         self.n = len(x)
         self.u = sqrt_w / np.linalg.norm(sqrt_w, axis=1, keepdims=True)  # (S, n)
-        self.candidates, self.bases = [], []
+        line = sqrt_w * x
+        line = line - self.u * np.einsum("sn,sn->s", self.u, line)[:, None]
+        self.v = line / np.linalg.norm(line, axis=1, keepdims=True)  # (S, n)
+        self.candidates, self.hinges = [], []
         for k in range(kmax + 1):
             cand = candidate_joinpoints(self.n, k, opts.min_from_end, opts.min_between)
-            design = np.stack([hinge_design(x, c)[:, 1:] for c in cand])  # (C, n, k+1)
-            z = sqrt_w[:, None, :, None] * design[None]  # (S, C, n, k+1)
-            z = z - self.u[:, None, :, None] * np.einsum("sn,scnp->scp", self.u, z)[:, :, None, :]
             self.candidates.append(cand)
-            self.bases.append(np.linalg.qr(z)[0])
+            if k == 0:
+                self.hinges.append(None)
+                continue
+            design = np.stack([hinge_design(x, c)[:, 2:] for c in cand])  # (C, n, k)
+            z = sqrt_w[:, None, :, None] * design[None]  # (S, C, n, k)
+            for direction in (self.u, self.v):
+                z = z - direction[:, None, :, None] * np.einsum("sn,scnp->scp", direction, z)[:, :, None, :]
+            # Stored as rows (S, C, k, n): the product with the responses needs no copy.
+            self.hinges.append(np.ascontiguousarray(np.linalg.qr(z)[0].transpose(0, 1, 3, 2)))
+
+    def rows(self, k: int) -> int:
+        """Rows of the matrix product for the candidates with k joinpoints."""
+        return 0 if k == 0 else self.hinges[k].shape[1] * k
+
+    def _explained(self, s, k, y):
+        """(S', C_k, N): |H'y|^2 of every candidate with k >= 1 joinpoints."""
+        h = self.hinges[k][s]  # (S', C, k, n)
+        S, C, p, n = h.shape
+        proj = np.matmul(h.reshape(S, C * p, n), y)  # (S', C*p, N)
+        np.square(proj, out=proj)
+        return proj.reshape(S, C, p, -1).sum(axis=2)
+
+    def _line_sse(self, s, y, total):
+        """(S', N): the SSE of the straight line (no joinpoint)."""
+        if total is None:
+            total = self.total(s, y)
+        along_v = np.einsum("sn,snm->sm", self.v[s], y)
+        return total - along_v * along_v
 
     def sse(self, s, k, y, total=None):
         """(S', C_k, N) weighted SSE of transformed responses y (S', n, N), every candidate.
 
         ``total`` = |y|^2 - (u'y)^2, the SSE of the intercept-only model (computed if None).
         """
-        if total is None:
-            total = self.total(s, y)
-        q = self.bases[k][s]  # (S', C, n, p)
-        S, C, n, p = q.shape
-        proj = np.matmul(q.transpose(0, 1, 3, 2).reshape(S, C * p, n), y)  # (S', C*p, N)
-        explained = (proj * proj).reshape(S, C, p, -1).sum(axis=2)
-        return np.maximum(total[:, None, :] - explained, 0.0)
+        line = self._line_sse(s, y, total)
+        if k == 0:
+            return np.maximum(line, 0.0)[:, None, :]
+        return np.maximum(line[:, None, :] - self._explained(s, k, y), 0.0)
+
+    def min_sse(self, s, k, y, total=None):
+        """(S', N): the smallest SSE over the candidates, i.e. ``sse(...).min(axis=1)``, from
+        the largest explained part (the same doubles: subtraction is monotone)."""
+        line = self._line_sse(s, y, total)
+        if k == 0:
+            return np.maximum(line, 0.0)
+        return np.maximum(line - self._explained(s, k, y).max(axis=1), 0.0)
 
     def total(self, s, y):
         along_u = np.einsum("sn,snm->sm", self.u[s], y)
@@ -383,10 +433,13 @@ class _GroupFits:
 
     def null_fit(self, s, k, best, ytil):
         """Fitted values (transformed scale) of candidate `best` (S',) with k joinpoints."""
-        q = self.bases[k][s, best]  # (S', n, p)
-        u = self.u[s]
-        along_u = np.einsum("sn,sn->s", u, ytil)[:, None] * u
-        return along_u + np.einsum("snp,sp->sn", q, np.einsum("snp,sn->sp", q, ytil))
+        fitted = np.zeros_like(ytil)
+        for direction in (self.u[s], self.v[s]):
+            fitted += np.einsum("sn,sn->s", direction, ytil)[:, None] * direction
+        if k > 0:
+            h = self.hinges[k][s, best]  # (S', k, n)
+            fitted += np.einsum("spn,sp->sn", h, np.einsum("spn,sn->sp", h, ytil))
+        return fitted
 
 
 def _fit_group(years: np.ndarray, members: list, opts: _Options) -> list:
@@ -441,11 +494,12 @@ def _permutation_selection(machinery, ytil, best, best_sse, kmin, kmax, opts, te
         pairs = np.unique(np.stack([ka[active], kb[active]], axis=1), axis=0)
         for a, b in pairs:
             idx = active[(ka[active] == a) & (kb[active] == b)]
-            pvals = _permutation_pvalues(machinery, ytil, best, best_sse, a, b, idx, perms)
             level = float(opts.alpha / (kmax - a))
-            for s, pv in zip(idx, pvals):
+            pvals, drawn = _permutation_pvalues(machinery, ytil, best, best_sse, a, b, idx, perms, level,
+                                                opts.permutation_stop)
+            for s, pv, m in zip(idx, pvals, drawn):
                 reject = bool(pv < level)
-                tests[s].append(SelectionTest(int(a), int(b), float(pv), level, reject))
+                tests[s].append(SelectionTest(int(a), int(b), float(pv), level, reject, int(m)))
                 if reject:
                     ka[s] += 1
                 else:
@@ -458,27 +512,56 @@ def _ratio(sse_a, sse_b, scale):
     return (sse_a - sse_b) / np.maximum(sse_b, 1e-14 * scale)
 
 
-def _permutation_pvalues(machinery, ytil, best, best_sse, a, b, idx, perms) -> np.ndarray:
-    """p = (1 + #{T* >= T}) / (N + 1) for H0 k = a vs H1 k = b, for the series idx."""
+def _permutation_blocks(n_perm: int, stop: str):
+    """(start, end) of the blocks of permutations drawn in turn: all at once under ``all``;
+    under ``decision`` 250, 500, 1000, ... so that a series whose answer is clear leaves early."""
+    if stop == "all":
+        yield 0, n_perm
+        return
+    start, size = 0, _FIRST_PERMUTATION_BLOCK
+    while start < n_perm:
+        yield start, min(n_perm, start + size)
+        start, size = start + size, 2 * size
+
+
+def _permutation_pvalues(machinery, ytil, best, best_sse, a, b, idx, perms, level, stop):
+    """p = (1 + #{T* >= T}) / (N + 1) for H0 k = a vs H1 k = b, for the series idx, and the
+    number of permutations drawn for each.
+
+    Under ``stop = "decision"`` a series stops drawing once p < level is settled either way by
+    the permutations drawn so far (Besag and Clifford's sequential Monte Carlo test): it cannot
+    be rejected once (1 + hits) / (N + 1) >= level, and must be once even a hit on every
+    permutation left would keep p below level. The decision, so the chosen model and all that
+    is published of it, is the one all N permutations give; the p-value of a test that stopped
+    early is the lower bound (1 + hits so far) / (N + 1), exact when all N were drawn."""
     n_perm, n = perms.shape
-    rows = sum(q.shape[1] * q.shape[3] for q in (machinery.bases[a], machinery.bases[b]))
-    per_series = 8 * n_perm * (2 * n + rows)
-    chunk = max(1, _PERMUTATION_MEMORY // per_series)
-    pvals = np.empty(len(idx))
-    for start in range(0, len(idx), chunk):
-        s = idx[start:start + chunk]
-        fitted = machinery.null_fit(s, a, best[a][s], ytil[s])
-        resid = ytil[s] - fitted
-        ystar = fitted[:, :, None] + resid[:, perms.T]  # (S', n, N)
-        total = machinery.total(s, ystar)
-        scale = (ytil[s] ** 2).sum(axis=1)
-        t_obs = _ratio(best_sse[s, a], best_sse[s, b], scale)
-        t_star = _ratio(machinery.sse(s, a, ystar, total).min(axis=1),
-                        machinery.sse(s, b, ystar, total).min(axis=1), scale[:, None])
-        # A permuted T equal to the observed one up to rounding counts as reaching it.
-        hits = (t_star >= (t_obs - 1e-9 * np.abs(t_obs))[:, None]).sum(axis=1)
-        pvals[start:start + len(s)] = (1 + hits) / (n_perm + 1)
-    return pvals
+    fitted = machinery.null_fit(idx, a, best[a][idx], ytil[idx])
+    resid = ytil[idx] - fitted
+    scale = (ytil[idx] ** 2).sum(axis=1)
+    t_obs = _ratio(best_sse[idx, a], best_sse[idx, b], scale)
+    # A permuted T equal to the observed one up to rounding counts as reaching it.
+    reach = t_obs - 1e-9 * np.abs(t_obs)
+    hits, drawn = np.zeros(len(idx), dtype=int), np.zeros(len(idx), dtype=int)
+    undecided = np.arange(len(idx))
+    rows = 1 + machinery.rows(a) + machinery.rows(b)
+    for first, last in _permutation_blocks(n_perm, stop):
+        block = perms[first:last]
+        chunk = max(1, _PERMUTATION_MEMORY // (8 * len(block) * (2 * n + rows)))
+        for start in range(0, len(undecided), chunk):
+            j = undecided[start:start + chunk]
+            s = idx[j]
+            ystar = fitted[j, :, None] + resid[j][:, block.T]  # (S', n, B)
+            total = machinery.total(s, ystar)
+            t_star = _ratio(machinery.min_sse(s, a, ystar, total), machinery.min_sse(s, b, ystar, total),
+                            scale[j, None])
+            hits[j] += (t_star >= reach[j, None]).sum(axis=1)
+        drawn[undecided] = last
+        left = n_perm - last
+        settled = ((1 + hits[undecided]) / (n_perm + 1) >= level) | ((1 + hits[undecided] + left) / (n_perm + 1) < level)
+        undecided = undecided[~settled]
+        if undecided.size == 0:
+            break
+    return (1 + hits) / (n_perm + 1), drawn
 
 
 def _final_fit(p: _Prepared, x, jp_idx, kmax, tests, bic, group_notes, opts) -> JoinpointFit:
