@@ -22,6 +22,8 @@ squared).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -134,12 +136,39 @@ def _with_areas(communes: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([region, country], ignore_index=True)
 
 
-def _multiplier(group: pd.DataFrame) -> float:
+def _multiplier(indicator, values: np.ndarray) -> float:
     """The one rate multiplier of an indicator's rows."""
-    values = pd.unique(group["multiplier"])
+    values = pd.unique(values)
     if len(values) != 1 or not values[0] > 0:
-        raise ValueError(f"indicator {group['indicator'].iloc[0]!r} needs one positive multiplier, got {list(values)}")
+        raise ValueError(f"indicator {indicator!r} needs one positive multiplier, got {list(values)}")
     return float(values[0])
+
+
+def _area_groups(communes: pd.DataFrame, span_keys: list[str]):
+    """(key tuple, deaths, births, multiplier) of every area and span with at least two
+    communes, in key order, each group's rows in their input order (as a sorted groupby)."""
+    rows = _with_areas(communes)
+    keys = KEYS + span_keys
+    rows = rows.sort_values(keys, kind="stable")
+    key_values = [rows[k].to_numpy(dtype=object) for k in keys]
+    deaths, births = rows["deaths"].to_numpy(dtype=float), rows["live_births"].to_numpy(dtype=float)
+    multiplier = rows["multiplier"].to_numpy(dtype=float)
+    starts = np.flatnonzero(np.r_[True, np.any([v[1:] != v[:-1] for v in key_values], axis=0)]) if len(rows) else []
+    ends = np.r_[starts[1:], len(rows)] if len(rows) else []
+    for start, end in zip(starts, ends):
+        if end - start >= 2:
+            yield (tuple(v[start] for v in key_values), deaths[start:end], births[start:end],
+                   _multiplier(key_values[2][start], multiplier[start:end]))
+
+
+def _measured(groups, replicates: int) -> list:
+    """area_inequality of every group, on two threads: the bootstrap's draws release the
+    interpreter lock and every group draws from its own generator (seeded alike), so the
+    results do not depend on the threads or their order."""
+    groups = list(groups)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        measures = list(pool.map(lambda g: area_inequality(g[1], g[2], g[3], replicates), groups))
+    return [(g[0], m) for g, m in zip(groups, measures)]
 
 
 def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates: int, min_years: int,
@@ -152,18 +181,14 @@ def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates
     deaths, live_births (one row per commune and analysis period). An area-span with fewer than
     two such communes has no row.
     """
-    rows = []
-    for key, group in _with_areas(yearly).groupby(KEYS + ["year"], sort=True):
-        if len(group) >= 2:
-            rows.append({**dict(zip(KEYS, key[:3])), "span": "year", "period_start": key[3], "period_end": key[3],
-                         **area_inequality(group["deaths"], group["live_births"], _multiplier(group), replicates)})
-    years = pd.DataFrame(rows, columns=OUTPUT_COLUMNS[:len(KEYS) + 3] + ["true_variance"])
-    for key, group in _with_areas(pooled).groupby(KEYS + ["period_start", "period_end"], sort=True):
-        if len(group) < 2:
-            continue
-        in_period = years[(years[KEYS] == pd.Series(dict(zip(KEYS, key[:3])))).all(axis=1)
-                          & years["period_start"].between(key[3], key[4])]
+    rows, yearly_variance = [], {}
+    for key, measures in _measured(_area_groups(yearly, ["year"]), replicates):
+        rows.append({**dict(zip(KEYS, key[:3])), "span": "year", "period_start": key[3], "period_end": key[3],
+                     **measures})
+        yearly_variance.setdefault(key[:3], []).append((key[3], measures["true_variance"]))
+    for key, measures in _measured(_area_groups(pooled, ["period_start", "period_end"]), replicates):
+        in_period = [(year, value) for year, value in yearly_variance.get(key[:3], []) if key[3] <= year <= key[4]]
         rows.append({**dict(zip(KEYS, key[:3])), "span": "period", "period_start": key[3], "period_end": key[4],
-                     **area_inequality(group["deaths"], group["live_births"], _multiplier(group), replicates),
-                     **variance_trend(in_period["period_start"], in_period["true_variance"], min_years, p_threshold)})
+                     **measures,
+                     **variance_trend([y for y, _ in in_period], [v for _, v in in_period], min_years, p_threshold)})
     return pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
