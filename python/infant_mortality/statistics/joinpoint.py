@@ -62,6 +62,7 @@ estimable has NaN statistics and no segments; ``notes`` say why.
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,8 @@ ZERO_DEATHS = ("add_half", "not_estimable")
 _PERMUTATION_MEMORY = 32 * 2**20
 # Bytes the candidate bases of one slice of series may take (_series_per_slice).
 _BASES_MEMORY = 256 * 2**20
+# Threads fitting slices of series at once.
+_FIT_THREADS = 2
 # Permutations of the first block under permutation_stop="decision" (then doubled each block).
 _FIRST_PERMUTATION_BLOCK = 250
 PERMUTATION_STOPS = ("decision", "all")
@@ -201,13 +204,17 @@ def fit_joinpoint_many(
             groups.setdefault(tuple(p.years), []).append(i)
         else:
             results[i] = _not_fitted(p, p.reason)
+    # Series are fitted independently (the permutations depend on the seed and n only), so a
+    # group is fitted in slices that keep its candidate bases within _BASES_MEMORY, and the
+    # slices on _FIT_THREADS threads (the matrix products release the interpreter lock), each
+    # with its share of the memory.
+    slices = []
     for years, members in groups.items():
-        # Series are fitted independently (the permutations depend on the seed and n only), so a
-        # group is fitted in slices that keep its candidate bases within _BASES_MEMORY.
-        step = _series_per_slice(len(years), opts)
-        for start in range(0, len(members), step):
-            part = members[start:start + step]
-            fits = _fit_group(np.array(years), [prepared[i] for i in part], opts)
+        step = max(1, _series_per_slice(len(years), opts) // _FIT_THREADS)
+        slices += [(np.array(years), members[start:start + step]) for start in range(0, len(members), step)]
+    with ThreadPoolExecutor(max_workers=_FIT_THREADS) as pool:
+        fitted = pool.map(lambda job: _fit_group(job[0], [prepared[i] for i in job[1]], opts), slices)
+        for (_, part), fits in zip(slices, fitted):
             results.update(zip(part, fits))
     return [results[i] for i in range(len(labels))]
 
