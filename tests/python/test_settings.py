@@ -192,7 +192,7 @@ def test_every_macro_is_documented_with_its_arguments():
     documented = {m["name"]: [a["name"] for a in m.get("arguments", [])]
                   for m in yaml.safe_load((REPO_ROOT / "macros" / "_macros.yml").read_text(encoding="utf-8"))["macros"]}
     defined = {}
-    for path in (REPO_ROOT / "macros").glob("*.sql"):
+    for path in (REPO_ROOT / "macros").rglob("*.sql"):
         for kind, name, args in re.findall(r"\{%-? (macro|test) ([a-z_0-9]+)\(([^)]*)\)", path.read_text(encoding="utf-8")):
             key = f"test_{name}" if kind == "test" else name
             # A quoted default may hold a comma (whole_number's digits='1,18'): blank it first.
