@@ -24,7 +24,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from conftest import REPO_ROOT, query
+from conftest import DBT, REPO_ROOT, query
 from infant_mortality.tools.publish import failure_lines
 
 NAME = "infant_mortality.duckdb"
@@ -154,6 +154,27 @@ def test_publish_prints_a_summary_and_leaves_only_the_published_files(published)
     assert manifest["marts"]["dim_commune"] == 346
     # dbt's artifacts are kept for `make docs` and state comparison.
     assert (published.target / "manifest.json").exists()
+
+
+def test_every_publish_builds_at_one_path_so_the_next_reuses_dbts_parse(published, tmp_path):
+    """dbt keys its partial parsing on the profile, database path included: a build into each
+    new release folder re-parsed the whole project at every `make warehouse`. The publish builds
+    at `.build/building/<name>` (gone once moved into the release), so a dbt command against
+    that path with the publish's target folder finds the parse valid."""
+    building = published.path.parent / ".build" / "building" / NAME
+    assert not building.exists()
+    target = tmp_path / "target"
+    shutil.copytree(published.target, target)  # the session's folder stays as the publish left it
+    env = {**os.environ, "IMR_DUCKDB_PATH": str(building), "DBT_TARGET_PATH": str(target),
+           "DBT_LOG_PATH": str(tmp_path / "logs"), "DBT_USE_COLORS": "false"}
+    result = subprocess.run([str(DBT), "parse", "--profiles-dir", "profiles"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Unable to do partial parsing" not in result.stdout, result.stdout[-3000:]
+    other = {**env, "IMR_DUCKDB_PATH": str(tmp_path / NAME)}  # and the check can fail
+    result = subprocess.run([str(DBT), "parse", "--profiles-dir", "profiles"], cwd=REPO_ROOT, env=other,
+                            capture_output=True, text=True)
+    assert "Unable to do partial parsing because profile has changed" in result.stdout, result.stdout[-3000:]
 
 
 def test_published_file_is_self_contained_for_readers_anywhere(published, tmp_path):
@@ -511,10 +532,10 @@ def test_a_publish_killed_during_dbt_build_stops_dbt_and_changes_nothing(publish
     process = subprocess.Popen([sys.executable, "-m", "infant_mortality.publish", "--quiet"], cwd=REPO_ROOT,
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not list((path.parent / "releases").glob(".incoming-*/" + NAME)):  # dbt is writing
+    building = path.parent / ".build" / "building" / NAME
+    while not building.exists():  # dbt is writing
         assert time.monotonic() < deadline and process.poll() is None
         time.sleep(0.2)
-    incoming = next((path.parent / "releases").glob(".incoming-*"))
     process.send_signal(signal.SIGKILL)
     process.wait()
 
@@ -522,7 +543,7 @@ def test_a_publish_killed_during_dbt_build_stops_dbt_and_changes_nothing(publish
         found = []
         for environ in Path("/proc").glob("[0-9]*/environ"):
             try:
-                if str(incoming).encode() in environ.read_bytes():
+                if str(building).encode() in environ.read_bytes():
                     found.append(environ.parent.name)
             except OSError:
                 pass

@@ -12,9 +12,13 @@ published files are never built in place, and they change with ONE atomic rename
       releases/<release_id>/    infant_mortality.duckdb, parquet/<mart>.parquet, RELEASE.json
       releases/.incoming-<release_id>/   a release being built (removed if it fails)
 
-1. `dbt build` (models, seeds, unit and data tests) runs as a subprocess, from the repository
-   root, into `releases/.incoming-<id>/<published name>` (fresh, so the profile's
-   `storage_compatibility_version` applies; same basename, so the catalog name is stable).
+1. `dbt build` (models, seeds and data tests; the unit tests, which test the code and not the
+   data, run in `make test`) runs as a subprocess, from the repository root, into
+   `.build/building/<published name>` (fresh, so the profile's `storage_compatibility_version`
+   applies; same basename, so the catalog name is stable), then the file moves into
+   `releases/.incoming-<id>/`. The path dbt writes to is the same at every publish: dbt keys
+   its partial parsing on the profile, path included, and a new path made it re-parse the whole
+   project every time (8 s of a 45 s publish on a 2-core machine).
 2. Only if the whole build and every test passed, the database is made self-contained: the
    `staging` schema is dropped (readers use the marts), every remaining view is checked to bind
    from an unrelated directory, the connection is checkpointed and closed.
@@ -114,6 +118,11 @@ class Paths:
     @property
     def parquet_dir(self) -> Path:
         return self.folder / "parquet"
+
+    @property
+    def building(self) -> Path:
+        """The file `dbt build` writes, at the same path at every publish (partial parsing)."""
+        return self.build_dir / "building" / self.published.name
 
 
 def _project_target_path(project_dir: Path) -> str:
@@ -247,6 +256,11 @@ def _fresh(database: Path) -> None:
     database.parent.mkdir(parents=True, exist_ok=True)
     for stale in (database, database.with_name(database.name + ".wal")):
         stale.unlink(missing_ok=True)
+
+
+# What `make warehouse` builds: everything but the unit tests, which test the models' code on
+# fixed inputs, whatever the data (dbt's advice for production builds); `make test` runs them.
+BUILD_ARGS = ["build", "--exclude-resource-type", "unit_test"]
 
 
 def _dbt_vars_args(dbt_vars: str | None) -> list[str]:
@@ -482,6 +496,7 @@ def _remove_leftovers(paths: Paths) -> None:
         stale.unlink(missing_ok=True)
     for stale in paths.build_dir.glob("old-*"):
         shutil.rmtree(stale, ignore_errors=True)
+    shutil.rmtree(paths.building.parent, ignore_errors=True)  # a killed build's file and spill
     # Build files and Parquet of the previous layout, which kept failed builds for inspection.
     for stale in (*paths.build_dir.glob("*.duckdb"), *paths.build_dir.glob("*.duckdb.wal")):
         stale.unlink(missing_ok=True)
@@ -638,9 +653,18 @@ def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
     vars_args = _dbt_vars_args(dbt_vars)
     with new_release(paths) as (release_id, incoming):
         database = incoming / paths.published.name
-        _log(f"Building release {release_id} into {_display(incoming, paths.project_dir)}/ "
-             "(dbt build: models, seeds, tests)")
-        code, output = _run_dbt(["build", *vars_args], paths, database, quiet)
+        _fresh(paths.building)
+        _log(f"Building release {release_id} into {_display(paths.building, paths.project_dir)} "
+             "(dbt build: models, seeds, data tests)")
+        try:
+            code, output = _run_dbt([*BUILD_ARGS, *vars_args], paths, paths.building, quiet)
+            if code == 0:
+                for part in ("", ".wal"):  # a closed build leaves no .wal; finalize refuses one
+                    source = paths.building.with_name(paths.building.name + part)
+                    if source.exists():
+                        os.rename(source, database.with_name(database.name + part))
+        finally:
+            _fresh(paths.building)
         built = time.monotonic()
         _step("built")
         if code != 0:
