@@ -20,7 +20,11 @@ DBT = Path(sys.executable).with_name("dbt")
 
 
 def run_dbt(args: list[str], duckdb_path: Path, dbt_vars: dict | None = None, check: bool = True):
-    """Run `dbt <args>` against `duckdb_path`; return the completed process."""
+    """Run `dbt <args>` against `duckdb_path`; return the completed process. A `build` leaves
+    out the unit tests, as `make warehouse` does: they test the models' code, not the data, and
+    run once per input mode (test_warehouse_bundled.py, test_multi_region.py)."""
+    if args[:1] == ["build"]:
+        args = [*args, "--exclude-resource-type", "unit_test"]
     command = [str(DBT), *args, "--profiles-dir", "profiles"]
     if dbt_vars:
         command += ["--vars", json.dumps(dbt_vars)]
@@ -32,6 +36,33 @@ def run_dbt(args: list[str], duckdb_path: Path, dbt_vars: dict | None = None, ch
     if check and result.returncode != 0:
         raise AssertionError(f"dbt {' '.join(args)} failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
     return result
+
+
+MODE_FOLDERS = {"ine_aggregates": "models/inputs/ine_aggregates", "deis_microdata": "models/inputs/deis_microdata"}
+
+
+def unit_test_names(vital_source: str) -> set[str]:
+    """The unit tests declared in the models' YAML that an input mode runs (another mode's folder
+    is disabled), read from the files: a second account beside dbt's own."""
+    import yaml
+
+    names = set()
+    for path in (REPO_ROOT / "models").rglob("*.yml"):
+        relative = path.relative_to(REPO_ROOT).as_posix()
+        if any(relative.startswith(folder) for mode, folder in MODE_FOLDERS.items() if mode != vital_source):
+            continue
+        names |= {test["name"] for test in (yaml.safe_load(path.read_text()) or {}).get("unit_tests", [])}
+    return names
+
+
+def run_unit_tests(duckdb_path: Path, dbt_vars: dict | None = None) -> tuple[set[str], str]:
+    """`dbt test --select test_type:unit` on a built warehouse (the models' parents must exist):
+    the names of the unit tests that passed (dbt's run_results.json), and dbt's output."""
+    result = run_dbt(["test", "--select", "test_type:unit"], duckdb_path, dbt_vars, check=False)
+    results = json.loads((duckdb_path.parent / "dbt_target" / "run_results.json").read_text())["results"]
+    passed = {r["unique_id"].rsplit(".", 1)[-1] for r in results
+              if r["unique_id"].startswith("unit_test.") and r["status"] == "pass"}
+    return passed, result.stdout
 
 
 def query(duckdb_path: Path, sql: str, params=None):

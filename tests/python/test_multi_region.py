@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import THREE_REGIONS, query, run_dbt
+from conftest import THREE_REGIONS, query, run_dbt, run_unit_tests, unit_test_names
 
 REGIONS = THREE_REGIONS  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
 YEARS = tuple(range(2015, 2020))
@@ -146,3 +146,11 @@ def test_external_benchmarks_refuse_a_country_of_three_regions(national_sample):
                        "from marts.fct_external_benchmarks where year between 2015 and 2019 group by all order by 1")
     assert rows == [("imr", "scope_not_national", 5, 0, 5), ("nmr", "scope_not_national", 5, 0, 5),
                     ("u5mr", "scope_not_national", 5, 0, 5)]
+
+
+def test_every_unit_test_of_the_microdata_mode_passes(three_regions):
+    """The unit tests of the DEIS microdata mode (its own port's among them), on its build."""
+    passed, output = run_unit_tests(three_regions.path, three_regions.dbt_vars)
+    expected = unit_test_names("deis_microdata")
+    assert expected > unit_test_names("ine_aggregates")  # the shared ones and the mode's own
+    assert passed == expected, output[-4000:]
