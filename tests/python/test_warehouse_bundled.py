@@ -248,3 +248,27 @@ def test_every_unit_test_of_the_aggregates_mode_passes(bundled_warehouse):
     passed, output = run_unit_tests(bundled_warehouse)
     expected = unit_test_names("ine_aggregates")
     assert len(expected) >= 10 and passed == expected, output[-4000:]
+
+
+@pytest.mark.parametrize("mart, change, rule", [
+    ("fct_trends", "set trend = 'increasing' where trend = 'not_estimable'", "slope_log10 IS NOT NULL"),
+    ("fct_area_year_rates", "set deaths = -1 where area_level = 'commune'", "deaths >= 0"),
+    ("fct_commune_vs_region", "set comparison = 'worse' where comparison = 'higher'", "comparison IN"),
+    ("fct_area_year_rates", "set is_unreliable = not is_unreliable where deaths is not null", "is_unreliable"),
+])
+def test_a_mart_refuses_a_row_that_breaks_its_rules(bundled_warehouse, tmp_path, mart, change, rule):
+    """Rules on a mart's own rows are CHECK constraints of the table (DuckDB enforces them when
+    the build writes it, and on every later write), not tests run after it: a row breaking one
+    cannot be in the published file."""
+    import duckdb
+    import shutil
+
+    copy = tmp_path / "copy.duckdb"
+    shutil.copyfile(bundled_warehouse, copy)
+    with duckdb.connect(str(copy)) as con:
+        checks = con.execute("select count(*) from duckdb_constraints() where schema_name = 'marts' "
+                             "and table_name = ? and constraint_type = 'CHECK'", [mart]).fetchone()[0]
+        assert checks >= 2
+        with pytest.raises(duckdb.ConstraintException, match="CHECK constraint failed") as refused:
+            con.execute(f"update marts.{mart} {change}")
+        assert rule in str(refused.value)
