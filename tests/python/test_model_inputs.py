@@ -53,3 +53,29 @@ def test_two_builds_of_the_same_data_publish_identical_tables(bundled_warehouse,
             if extra:
                 differing[f"{schema}.{table} ({left} only)"] = extra
     assert differing == {}
+
+
+def test_the_frame_is_what_duckdb_df_gives_for_every_column_type():
+    """Arrow builds the frame (faster, mostly outside the interpreter lock); it must equal
+    DuckDB's own `.df()` of the ordered rows in dtypes and values, NULLs included, and a type the
+    Arrow path does not know (a date, a decimal) is read by `.df()` itself."""
+    import pandas as pd
+
+    con = duckdb.connect()
+    con.execute("""create table t as select
+        i::bigint as b, case when i % 5 = 0 then null else i end::bigint as b_null,
+        i::integer as i32, case when i % 4 = 0 then null else i end::integer as i32_null,
+        i::smallint as i16, (i % 100)::tinyint as i8,
+        i % 3 = 0 as flag, case when i % 6 = 0 then null else i % 2 = 0 end as flag_null,
+        i / 7.0 as d, case when i % 9 = 0 then null else sqrt(i) end as d_null, (i / 3)::float as f,
+        sum(i::hugeint) over (order by i) as huge, case when i % 8 = 0 then null else i::hugeint end as huge_null,
+        'c' || (i % 13) as s, case when i % 10 = 0 then null else 'é' || i end as s_null
+        from range(1, 400) r(i)""")
+    rel = con.table("t")
+    expected = rel.order(", ".join(f'"{c}" nulls last' for c in rel.columns)).df()
+    got = ordered_frame(rel)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert str(got["b_null"].dtype) == "Int64" and str(got["b"].dtype) == "int64"
+    assert str(got["flag_null"].dtype) == "boolean" and str(got["huge"].dtype) == "float64"
+    with_date = con.sql("select date '2020-01-01' + i::integer as day, i::decimal(9, 2) / 3 as amount from range(5) r(i)")
+    pd.testing.assert_frame_equal(ordered_frame(with_date), with_date.order('"day", "amount"').df(), check_exact=True)
