@@ -34,6 +34,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from infant_mortality.tools.publish import BUILD_ARGS
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # python/infant_mortality/tools/bench.py
 DBT = str(Path(sys.executable).with_name("dbt"))
@@ -197,13 +198,14 @@ def dbt_vars(files: Path, manifest: dict, cache: Path) -> str:
 
 
 def user_build(workdir: Path, files: Path, manifest: dict, log) -> tuple[Run, float]:
-    """One `dbt build` of everything on a fresh database file and a fresh ZIP cache."""
+    """One `dbt build` as `make warehouse` runs it (publish.BUILD_ARGS) on a fresh database file
+    and a fresh ZIP cache."""
     database = workdir / "build.duckdb"
     cache = workdir / "cache"
     for stale in (database, database.with_name(database.name + ".wal")):
         stale.unlink(missing_ok=True)
     shutil.rmtree(cache, ignore_errors=True)
-    command = [DBT, "--no-use-colors", "build", "--profiles-dir", "profiles",
+    command = [DBT, "--no-use-colors", *BUILD_ARGS, "--profiles-dir", "profiles",
                "--vars", dbt_vars(files, manifest, cache)]
     run = run_measured(command, dbt_environment(workdir, database), log)
     size_mb = database.stat().st_size / 1e6

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from infant_mortality.tools.bench import REPO_ROOT, machine_description, replace_section
+from infant_mortality.tools.publish import BUILD_ARGS
 
 DBT = str(Path(sys.executable).with_name("dbt"))
 BASELINES = REPO_ROOT / "benchmarks" / "baselines"
@@ -294,7 +295,9 @@ def dbt_env(workdir: Path, database: Path) -> dict:
 
 
 def dbt_build_command(extra_vars: dict | None = None) -> list[str]:
-    command = [DBT, "--no-use-colors", "build", "--profiles-dir", "profiles"]
+    """The warehouse's `dbt build`, as `make warehouse` runs it (publish.BUILD_ARGS: models,
+    seeds and data tests; the unit tests test the code and run in `make test`)."""
+    command = [DBT, "--no-use-colors", *BUILD_ARGS, "--profiles-dir", "profiles"]
     return command + (["--vars", json.dumps(extra_vars)] if extra_vars else [])
 
 
