@@ -631,7 +631,7 @@ def _final_fits_sharing(members: list, x, jp_idx: np.ndarray, kmax, tests, bic, 
         scaled = (sse / df)[:, None, None] * xtx_inv[:, 1:, 1:]
         cov = _row_dot(_row_dot(to_slopes[None, :, None, :], scaled.transpose(0, 2, 1)[:, None])[:, :, None, :],
                        to_slopes[None, None])
-    centred = y - (_row_dot(w, y) / w.sum(axis=1))[:, None]
+    centred = y - (_row_dot(w, y) / _row_dot(w, np.ones(n)))[:, None]
     spread = _row_dot(w, centred ** 2)
     exact = sse <= 1e-20 * np.maximum(spread, 1e-300)
 
