@@ -4,16 +4,22 @@
 
 1. Superset's own environment, `.venv-superset/venv` (its pins are not the project's), created
    once from requirements.txt + constraints.txt and reused while they are unchanged.
-2. A configuration of its own under `--home` (git-ignored): a secret key generated on the first
-   run and kept (Superset refuses to start with its default key, and a new key would lock out
-   what the first one encrypted), the metadata database beside it, logging at warnings.
+2. A configuration of its own under `--home` (git-ignored), written at every start: a secret
+   key generated on the first run and kept (Superset refuses to start with its default key, and
+   a new key would lock out what the first one encrypted), the metadata database beside it,
+   logging at warnings, and the hook that takes the file system from every DuckDB connection
+   (duckdb_lockdown.py).
 3. `superset db upgrade` and `superset init`, the admin user, the database (read-only URI to
-   the published warehouse) and the dashboard of bi/superset/export/. Their logs go to
-   `<home>/setup.log`; each step prints one line (and the log's end if it fails).
+   the published warehouse, file access and settings locked) and the dashboard of
+   bi/superset/export/. Their logs go to `<home>/setup.log`; each step prints one line (and the
+   log's end if it fails).
 4. Superset on http://127.0.0.1:<port>/ only (never on other interfaces), until Ctrl-C.
 
-The admin is `admin` with a password generated and printed once, when the user is created; or
-set IMR_SUPERSET_ADMIN and IMR_SUPERSET_PASSWORD before the first run.
+The home is readable by its owner only (0700, files 0600: the key, the metadata database with
+the users' password hashes, the logs), and everything this script and Superset create in it is
+created so (umask 077). The admin is `admin` with a password generated and printed once, on the
+terminal, when the user is created (never written to the log); or set IMR_SUPERSET_ADMIN and
+IMR_SUPERSET_PASSWORD before the first run.
 
 Only the Python standard library here: this runs before any environment exists.
 """
@@ -21,9 +27,11 @@ Only the Python standard library here: this runs before any environment exists.
 from __future__ import annotations
 
 import argparse
+import ast
 import fcntl
 import hashlib
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -74,24 +82,58 @@ def ensure_environment(home: Path = ENVIRONMENT, say=print) -> Path:
     return python
 
 
-def write_config(home: Path) -> Path:
-    """The configuration, written once with a new secret key, readable by its owner only."""
-    config = home / "superset_config.py"
-    if config.exists():
-        return config
-    home.mkdir(parents=True, exist_ok=True)
-    text = (
-        "# Written by bi/superset/start.py on the first run; never commit it (the key is secret).\n"
-        "import logging\n\n"
-        f"SECRET_KEY = {secrets.token_urlsafe(42)!r}\n"
+PRIVATE = 0o077  # the umask of everything created in the home: owner only
+
+
+def make_private(home: Path) -> None:
+    """The home and everything in it readable by its owner only, also when an earlier version
+    of this script created them readable by all."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for path in [home, *home.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode & 0o7777 & ~PRIVATE)
+
+
+def _private_file(path: Path, text: str) -> None:
+    """Replace `path` by `text` in one rename, the new file created 0600 (never readable by others
+    even for a moment)."""
+    temporary = path.with_name(path.name + ".new")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(text)
+    os.replace(temporary, path)
+
+
+def config_text(home: Path, secret_key: str) -> str:
+    return (
+        "# Written by bi/superset/start.py at every start, keeping its SECRET_KEY; never commit it\n"
+        "# (the key is secret). Changes made here are lost at the next start.\n"
+        "import logging\n"
+        "import sys\n\n"
+        f"SECRET_KEY = {secret_key!r}\n"
         f"SQLALCHEMY_DATABASE_URI = {('sqlite:///' + str(home / 'superset.db'))!r}\n"
         "LOG_LEVEL = logging.WARNING\n"
         "logging.getLogger('werkzeug').setLevel(logging.WARNING)  # no line per request\n"
-        "SUPERSET_WEBSERVER_ADDRESS = '127.0.0.1'\n"
+        "SUPERSET_WEBSERVER_ADDRESS = '127.0.0.1'\n\n"
+        "# Every DuckDB connection loses the file system once open (the WAL paths beside the\n"
+        "# warehouse stay writable otherwise): bi/superset/duckdb_lockdown.py.\n"
+        f"sys.path.insert(0, {str(HERE)!r})\n"
+        "import duckdb_lockdown  # noqa: E402\n\n"
+        "duckdb_lockdown.install()\n"
     )
-    descriptor = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as out:
-        out.write(text)
+
+
+def write_config(home: Path) -> Path:
+    """The configuration, readable by its owner only: its secret key generated the first time
+    and kept, the rest as this version of the script writes it."""
+    config = home / "superset_config.py"
+    make_private(home)
+    found = re.search(r"^SECRET_KEY = (.+)$", config.read_text(), re.M) if config.exists() else None
+    secret_key = ast.literal_eval(found.group(1)) if found else secrets.token_urlsafe(42)
+    text = config_text(home, secret_key)
+    if not config.exists() or config.read_text() != text:
+        _private_file(config, text)
     return config
 
 
@@ -101,19 +143,30 @@ def superset_environment(home: Path, config: Path) -> dict[str, str]:
     return env
 
 
-def run_step(what: str, command: list[str], env: dict[str, str], log: Path, say=print) -> str:
-    """One setup step: a line saying what it does, its output to the log, its time."""
+def run_step(what: str, command: list[str], env: dict[str, str], log: Path, say=print,
+             log_output: bool = True) -> str:
+    """One setup step: a line saying what it does, its output to the log (created 0600; with
+    `log_output` False only its errors: the output holds a password), its time."""
     say(f"{what} ...", end="", flush=True)
     started = time.monotonic()
-    result = subprocess.run(command, env=env, capture_output=True, text=True, cwd=log.parent)
-    with open(log, "a") as out:
-        out.write(f"$ {' '.join(command)}\n{result.stdout}{result.stderr}\n")
+    result = subprocess.run(command, env=env, capture_output=True, text=True, cwd=log.parent, umask=PRIVATE)
+    logged = result.stdout if log_output else "(output not logged)\n"
+    with os.fdopen(os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a") as out:
+        out.write(f"$ {' '.join(command)}\n{logged}{result.stderr}\n")
     if result.returncode != 0:
         say(" FAILED")
         tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
         raise StartError(f"{what} failed (exit {result.returncode}); the end of {log}:\n{tail}")
     say(f" {time.monotonic() - started:.0f} s")
     return result.stdout
+
+
+def add_admin(python: Path, env: dict[str, str], log: Path, say=print) -> str:
+    """The person's admin (IMR_SUPERSET_ADMIN in `env`, else `admin`); the line to tell them,
+    with the password when it was generated: said, never logged."""
+    setup = [str(python), str(HERE / "superset_setup.py")]
+    output = run_step("Superset: the admin user", [*setup, "admin"], env, log, say, log_output=False)
+    return (output.strip().splitlines() or [""])[-1]
 
 
 def prepare(python: Path, home: Path, warehouse: Path, say=print) -> dict[str, str]:
@@ -127,11 +180,11 @@ def prepare(python: Path, home: Path, warehouse: Path, say=print) -> dict[str, s
     setup = [str(python), str(HERE / "superset_setup.py")]
     run_step("Superset: migrating its metadata database (superset db upgrade)", [*superset, "db", "upgrade"], env, log, say)
     run_step("Superset: roles and permissions (superset init)", [*superset, "init"], env, log, say)
-    admin = run_step("Superset: the admin user", [*setup, "admin"], env, log, say)
+    admin = add_admin(python, env, log, say)
     run_step("Superset: the warehouse (read-only) and the dashboard", [*setup, "import", "--warehouse", str(warehouse)],
              env, log, say)
-    for line in admin.strip().splitlines()[-1:]:
-        say(f"  {line}")
+    make_private(home)
+    say(f"  {admin}")
     return env
 
 
@@ -147,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     home = args.home.absolute()
     try:
         python = ensure_environment()
+        os.umask(PRIVATE)  # the configuration, the logs, the metadata database; the server's files too
         env = prepare(python, home, args.warehouse.absolute())
     except StartError as error:
         print(f"superset: {error}", file=sys.stderr)

@@ -10,10 +10,12 @@ interpreter and SUPERSET_CONFIG_PATH set:
 
 `admin` creates the admin (IMR_SUPERSET_ADMIN / IMR_SUPERSET_PASSWORD, or `admin` with a
 generated password, printed once). `import` migrates Superset's metadata database if needed,
-adds (or updates) the database "Infant mortality (DuckDB)" with the read-only DuckDB URI, and
-imports `export/` (Superset's own dashboard export format: database, datasets, charts,
-dashboard) with that URI. `check` prints the schemas, every mart's columns with types, and each
-chart's query result for the dashboard's default region, as Superset computes them. `export`
+adds (or updates) the database "Infant mortality (DuckDB)" with the read-only DuckDB URI and
+the engine parameters of `ENGINE_EXTRA` (no file access, no extensions, settings locked:
+duckdb_lockdown.py), and imports `export/` (Superset's own dashboard export format: database,
+datasets, charts, dashboard) with that URI and those parameters, whatever the files say.
+`check` prints the schemas, every mart's columns with types, each dataset's column headers and
+each chart's query result for the dashboard's default region, as Superset computes them. `export`
 creates the datasets, charts and dashboard from the definitions below and writes them with
 Superset's own exporter, so the committed files are exactly what Superset produces.
 """
@@ -32,13 +34,17 @@ from pathlib import Path
 
 import yaml
 
+from duckdb_lockdown import CONNECT_CONFIG
+
 HERE = Path(__file__).resolve().parent
 EXPORT_DIR = HERE / "export"
 DATABASE_NAME = "Infant mortality (DuckDB)"
 # Stable ids, so a second import updates instead of duplicating.
 DATABASE_UUID = "6d1f7f64-3c55-4a58-9a8e-6a3f2f6f2b01"
 URI_PLACEHOLDER = "duckdb:////ABSOLUTE/PATH/TO/warehouse/infant_mortality.duckdb"
-ENGINE_EXTRA = {"engine_params": {"connect_args": {"read_only": True}}}
+# Read-only, and DuckDB's file access, extensions and settings closed (duckdb_lockdown.py): a
+# SQL Lab user reads the warehouse's tables and nothing else.
+ENGINE_EXTRA = {"engine_params": {"connect_args": {"read_only": True, "config": CONNECT_CONFIG}}}
 
 PERIOD = "2010-2019"  # the study's full window: the ranking's period
 DEFAULT_REGION = "Región Metropolitana de Santiago"
@@ -58,14 +64,12 @@ DATASETS = {
         where region.area_level = 'region' and region.indicator = 'imr'
     """,
     "region_trends": """
-        -- Each region's trend (Prais-Winsten APC) over each analysis period. If fct_trends
-        -- holds several fitting methods (a `method` column), the Prais-Winsten fit; the row
-        -- read as JSON answers null for a column the mart does not have.
+        -- Each region's trend over each analysis period by Prais-Winsten (fct_trends has a row
+        -- per fitting method): its APC, interval and p.
         select area_name as region_name, period_start, period_end, n_years_used,
                apc, apc_ci95_lower, apc_ci95_upper, p_value, trend, note
-        from marts.fct_trends as trends
-        where area_level = 'region' and indicator = 'imr'
-          and coalesce(to_json(trends) ->> 'method', 'prais_winsten') = 'prais_winsten'
+        from marts.fct_trends
+        where area_level = 'region' and indicator = 'imr' and method = 'prais_winsten'
     """,
 }
 # Numbers as the report shows them: rates and ratios with 2 decimals, p with 3, counts grouped.
@@ -74,19 +78,33 @@ FORMATS = {
     "deaths": COUNT, "live_births": COUNT, "rate_per_1000": RATE, "ci95_lower": RATE, "ci95_upper": RATE,
     "rate_ratio": RATE, "rate_ratio_ci95_lower": RATE, "rate_ratio_ci95_upper": RATE,
     "rest_rate_per_1000": RATE, "rest_rate_ratio": RATE, "rest_rate_ratio_ci95_lower": RATE,
-    "rest_rate_ratio_ci95_upper": RATE, "p_value": P, "apc": RATE, "apc_ci95_lower": RATE, "apc_ci95_upper": RATE,
+    "rest_rate_ratio_ci95_upper": RATE, "rest_rate_ratio_exact_lower": RATE, "rest_rate_ratio_exact_upper": RATE,
+    "p_value": P, "apc": RATE, "apc_ci95_lower": RATE, "apc_ci95_upper": RATE,
 }
-# Column headers as the report words them.
+# Column headers as the report words them; an interval and a p-value say which method gave them.
 LABELS = {
     "region_name": "Region", "rank_in_region": "Rank", "commune_name": "Commune", "commune_code": "Code",
     "period_label": "Period", "deaths": "Deaths", "live_births": "Live births", "rate_per_1000": "Rate /1000",
     "ci95_lower": "CI low", "ci95_upper": "CI high", "is_unreliable": "Unreliable",
     "rate_ratio": "RT vs region", "rate_ratio_ci95_lower": "RT CI low", "rate_ratio_ci95_upper": "RT CI high",
     "rest_rate_per_1000": "Rest of region /1000", "rest_rate_ratio": "RR vs rest",
-    "rest_rate_ratio_ci95_lower": "RR CI low", "rest_rate_ratio_ci95_upper": "RR CI high", "p_value": "mid-p",
-    "comparison": "vs rest", "period_start": "From", "period_end": "To", "n_years_used": "Years fitted",
+    "rest_rate_ratio_ci95_lower": "RR 95% CI (mid-p) low", "rest_rate_ratio_ci95_upper": "RR 95% CI (mid-p) high",
+    "rest_rate_ratio_exact_lower": "RR exact CI (conservative) low",
+    "rest_rate_ratio_exact_upper": "RR exact CI (conservative) high", "comparison": "vs rest",
+    "period_start": "From", "period_end": "To", "n_years_used": "Years fitted",
     "apc": "APC %", "apc_ci95_lower": "APC CI low", "apc_ci95_upper": "APC CI high", "trend": "Trend",
 }
+# A column whose header depends on its dataset: every p-value is labelled by its test.
+DATASET_LABELS = {
+    "fct_commune_vs_region": {"p_value": "p (mid-p, conditional binomial)"},
+    "region_trends": {"p_value": "p (Prais-Winsten, slope = 0)"},
+}
+
+
+def label(dataset: str, column: str) -> str | None:
+    return DATASET_LABELS.get(dataset, {}).get(column, LABELS.get(column))
+
+
 CHARTS = [
     {
         # Each ratio beside its own interval: RT against the whole region (log-scale interval with
@@ -127,7 +145,7 @@ CHARTS = [
     },
     {
         # The test behind `comparison`: the commune against the rest of the region, with that
-        # ratio's own exact interval and mid-p value.
+        # ratio's mid-p interval (the one the test's mid-p p-value agrees with).
         "name": "Communes against the rest of the region, every period (table)",
         "table": "fct_commune_vs_region",
         "viz_type": "table",
@@ -196,6 +214,7 @@ def _database(uri: str):
     database.sqlalchemy_uri = uri
     database.extra = json.dumps(ENGINE_EXTRA)
     database.expose_in_sqllab = True
+    database.allow_dml = database.allow_ctas = database.allow_cvas = database.allow_file_upload = False
     db.session.commit()
     return database
 
@@ -282,7 +301,7 @@ def export(uri: str) -> None:
         db.session.flush()
         table.fetch_metadata()
         for column in table.columns:
-            column.verbose_name = LABELS.get(column.column_name)
+            column.verbose_name = label(name, column.column_name)
         datasets[name] = table
     slices = []
     for chart in CHARTS:
@@ -315,11 +334,17 @@ def export(uri: str) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         text = content
         if relative.parts[0] == "databases":  # no machine's path in the repository
-            config = yaml.safe_load(text)
-            config["sqlalchemy_uri"] = URI_PLACEHOLDER
-            text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+            text = _database_file(text, URI_PLACEHOLDER)
         target.write_text(text)
     print(f"wrote {len(files)} files to {EXPORT_DIR}")
+
+
+def _database_file(text: str, uri: str) -> str:
+    """The database's file of an export with `uri` and the locked-down engine parameters."""
+    config = yaml.safe_load(text)
+    config.update(sqlalchemy_uri=uri, extra=ENGINE_EXTRA, allow_dml=False, allow_ctas=False, allow_cvas=False,
+                  allow_file_upload=False)
+    return yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 
 
 def import_dashboard(uri: str) -> dict:
@@ -335,7 +360,7 @@ def import_dashboard(uri: str) -> dict:
     for path in sorted(EXPORT_DIR.rglob("*.yaml")):
         text = path.read_text()
         if path.parent.name == "databases":
-            text = text.replace(URI_PLACEHOLDER, uri)
+            text = _database_file(text, uri)
         contents[str(path.relative_to(EXPORT_DIR))] = text  # as Superset's API passes a bundle's files
     with override_user(user):
         ImportDashboardsCommand(contents, overwrite=True).run()
@@ -354,7 +379,8 @@ def check() -> dict:
 
     database = db.session.query(Database).filter_by(database_name=DATABASE_NAME).one()
     report = {"database": database.database_name, "backend": database.backend,
-              "uri": database.sqlalchemy_uri_decrypted, "read_only": json.loads(database.extra)["engine_params"]}
+              "uri": database.sqlalchemy_uri_decrypted,
+              "engine_params": json.loads(database.extra)["engine_params"]}
     report["schemas"] = sorted(database.get_all_schema_names())
     tables = sorted(name for name, *_ in database.get_all_table_names_in_schema(catalog=None, schema="marts"))
     report["marts"] = {
@@ -362,6 +388,9 @@ def check() -> dict:
         for name in tables
     }
     dashboard = db.session.query(Dashboard).filter_by(dashboard_title=DASHBOARD_TITLE).one()
+    report["datasets"] = {  # each column's header, as Superset shows it
+        table.table_name: {column.column_name: column.verbose_name for column in table.columns}
+        for table in {slc.datasource for slc in dashboard.slices}}
     report["dashboard"] = {"title": dashboard.dashboard_title, "charts": {}}
     for slc in sorted(dashboard.slices, key=lambda s: s.slice_name):
         context = json.loads(slc.query_context)

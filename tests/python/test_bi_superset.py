@@ -4,7 +4,9 @@ about 4 minutes), writes a configuration with a generated key, migrates, runs `s
 creates the admin, imports the database (read-only, on the published warehouse) and the
 dashboard, and serves it on 127.0.0.1. Superset then lists the schemas and every mart's columns
 with types and runs each chart's query; a headless Chromium logs in, renders the dashboard and
-reads a chart's data back through Superset's chart data API.
+reads a chart's data back through Superset's chart data API. What a Superset user can do with the
+warehouse, through the engine Superset builds for the database and through SQL Lab's API: read
+the marts, and no file, no extension, no setting; nothing of the setup readable by other users.
 
 And the project's own environment: SQLAlchemy reflection (what a BI tool does when a dataset is
 added) works on every mart with the pinned SQLAlchemy and duckdb-engine.
@@ -13,18 +15,23 @@ added) works on every mart with the pinned SQLAlchemy and duckdb-engine.
 from __future__ import annotations
 
 import base64
+import http.cookiejar
 import importlib.util
 import json
 import os
 import re
 import socket
+import stat
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+import duckdb
+import yaml
 from sqlalchemy import create_engine, inspect
 from sqlalchemy.pool import NullPool
 
@@ -33,6 +40,11 @@ from conftest import REPO_ROOT, query
 BI = REPO_ROOT / "bi" / "superset"
 SCREENSHOTS = BI / "screenshots"
 RM = "Región Metropolitana de Santiago"  # the dashboard's default region
+# DuckDB's settings for the Superset database's connections: no external access, no extension
+# loaded on demand, configuration locked (disabled_filesystems alone settable, only further).
+LOCKED_DOWN = {"enable_external_access": False, "autoinstall_known_extensions": False,
+               "autoload_known_extensions": False, "lock_configuration": True,
+               "allowed_configs": ["disabled_filesystems"]}
 
 
 def marts_with_columns(path: Path) -> dict[str, list[tuple[str, str]]]:
@@ -181,7 +193,7 @@ def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(pu
     # The database, read-only, on the stable published path (not today's release folder).
     assert check["database"] == "Infant mortality (DuckDB)" and check["backend"] == "duckdb"
     assert check["uri"] == f"duckdb:///{published_warehouse.path}"
-    assert check["read_only"] == {"connect_args": {"read_only": True}}
+    assert check["engine_params"] == {"connect_args": {"read_only": True, "config": LOCKED_DOWN}}
     assert "infant_mortality.marts" in check["schemas"]
     # Every mart with every column and a type, as DuckDB's catalog has them.
     expected = marts_with_columns(published_warehouse.path)
@@ -223,6 +235,9 @@ def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(pu
     table = next(c for name, c in charts.items() if "(table)" in name)
     assert table["rows"] == 52 * 3
     assert {"region_name", "rest_rate_ratio", "rest_rate_ratio_ci95_lower", "comparison"} <= set(table["first_rows"][0])
+    # Each p-value labelled by its test, as Superset shows the datasets' columns.
+    assert check["datasets"]["fct_commune_vs_region"]["p_value"] == "p (mid-p, conditional binomial)"
+    assert check["datasets"]["region_trends"]["p_value"] == "p (Prais-Winsten, slope = 0)"
     print(f"\nSuperset check: marts {len(check['marts'])}; chart rows "
           + ", ".join(f"{n!r}: {c['rows']}" for n, c in charts.items()) + f"; {time.monotonic() - started:.0f} s")
 
@@ -306,3 +321,224 @@ def test_a_browser_logs_in_renders_the_dashboard_and_reads_a_chart_back(publishe
         assert (row["rate_ratio"], row["rate_ratio_ci95_lower"], row["rate_ratio_ci95_upper"]) == \
             pytest.approx((ratio, lower, upper), nan_ok=True)
     print(f"\nSuperset in Chromium: login and four charts in {rendered:.0f} s; {region}: {len(rows)} communes read back")
+
+
+# ---------------------------------------------------------------------------------------------
+# Input you can trust: a Superset user reads the marts, and nothing else.
+
+EXPORT = BI / "export"
+
+
+def _export_files(kind: str) -> dict[str, dict]:
+    return {path.stem: yaml.safe_load(path.read_text()) for path in (EXPORT / kind).rglob("*.yaml")}
+
+
+def test_the_export_labels_each_p_value_by_its_test_and_locks_the_database_down():
+    datasets = {config["table_name"]: config for config in _export_files("datasets").values()}
+    labels = {name: {c["column_name"]: c["verbose_name"] for c in config["columns"]} for name, config in datasets.items()}
+    # Every p-value column of every dataset says which test gave it; none of them is just "mid-p".
+    p_columns = {(name, column): label for name, columns in labels.items() for column, label in columns.items()
+                 if re.search(r"(^|_)p(_value)?$", column)}
+    assert ("fct_commune_vs_region", "p_value") in p_columns and ("region_trends", "p_value") in p_columns
+    assert all(label and label.startswith("p (") and label.endswith(")") for label in p_columns.values()), p_columns
+    assert labels["fct_commune_vs_region"]["p_value"] == "p (mid-p, conditional binomial)"
+    # The trend table's rows are Prais-Winsten fits: its p is the slope's.
+    assert "method = 'prais_winsten'" in datasets["region_trends"]["sql"]
+    assert labels["region_trends"]["p_value"] == "p (Prais-Winsten, slope = 0)"
+    # RR's interval: ci95 is the mid-p one (the test's own), the exact one beside it is conservative.
+    commune = labels["fct_commune_vs_region"]
+    for side, word in (("lower", "low"), ("upper", "high")):
+        assert commune[f"rest_rate_ratio_ci95_{side}"] == f"RR 95% CI (mid-p) {word}"
+        assert commune[f"rest_rate_ratio_exact_{side}"] == f"RR exact CI (conservative) {word}"
+    text = "".join(path.read_text() for path in EXPORT.rglob("*.yaml"))
+    assert "rest_rate_ratio_midp" not in text and "classes_agree" not in text and "mid-p\n" not in text
+    # The database: read-only, no file access, no extension, settings locked, no DML or upload.
+    (database,) = _export_files("databases").values()
+    assert database["extra"] == {"engine_params": {"connect_args": {"read_only": True, "config": LOCKED_DOWN}}}
+    assert not any(database[flag] for flag in ("allow_dml", "allow_ctas", "allow_cvas", "allow_file_upload"))
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_start_makes_a_home_left_readable_by_an_earlier_version_private_and_keeps_its_key(tmp_path):
+    start = _start_module()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    (home / "superset_config.py").write_text("SECRET_KEY = 'an-old-key-of-the-first-run'\nLOG_LEVEL = 30\n")
+    (home / "setup.log").write_text("Log in as 'admin' with the password 'old-password' (printed this once)\n")
+    (home / "superset.db").write_bytes(b"SQLite format 3\0")
+    for path in home.iterdir():
+        path.chmod(0o644)
+    config = start.write_config(home)
+    assert _mode(home) == 0o700
+    assert {path.name: _mode(path) for path in home.iterdir()} == {
+        "superset_config.py": 0o600, "setup.log": 0o600, "superset.db": 0o600}
+    text = config.read_text()
+    assert "SECRET_KEY = 'an-old-key-of-the-first-run'\n" in text  # what it encrypted stays readable
+    assert "duckdb_lockdown.install()" in text and "LOG_LEVEL = 30" not in text
+    assert start.write_config(home) == config and config.read_text() == text  # stable from then on
+
+
+def test_setup_leaves_nothing_readable_by_others_and_no_password_in_a_file(superset):
+    home = superset["home"]
+    readable = {str(path.relative_to(home.parent)): oct(_mode(path)) for path in [home, *home.rglob("*")]
+                if not path.is_symlink() and _mode(path) & 0o077}
+    assert not readable, f"readable by others: {readable}"
+    assert {"superset_config.py", "superset.db", "setup.log"} <= {path.name for path in home.iterdir()}
+    # A second admin with a generated password: said once, on the terminal, and in no file.
+    env = {**superset["env"], "IMR_SUPERSET_ADMIN": "second-admin"}
+    env.pop("IMR_SUPERSET_PASSWORD", None)
+    said: list[str] = []
+    line = _start_module().add_admin(superset["python"], env, home / "setup.log",
+                                     say=lambda text="", **_: said.append(text))
+    password = re.search(r"with the password '([^']+)' \(printed this once", line).group(1)
+    assert len(password) >= 12
+    for path in home.rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
+            assert _mode(path) & 0o077 == 0, path
+    assert superset["password"] not in (home / "setup.log").read_text()
+
+
+PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import superset_setup
+from superset.utils.core import QuerySource
+
+app = superset_setup._app()
+with app.app_context():
+    from superset import db
+    from superset.models.core import Database
+
+    database = db.session.query(Database).filter_by(database_name=superset_setup.DATABASE_NAME).one()
+    results = {}
+    for name, sql in json.loads(sys.argv[2]).items():
+        try:  # each statement on a connection of its own, as SQL Lab runs a query
+            with database.get_sqla_engine(source=QuerySource.SQL_LAB) as engine, engine.connect() as connection:
+                rows = connection.exec_driver_sql(sql).fetchall()
+            results[name] = {"rows": [[str(value)[:200] for value in row] for row in rows[:20]]}
+        except Exception as error:
+            results[name] = {"error": f"{type(error).__name__}: {error}"[:400]}
+print("PROBE " + json.dumps(results))
+"""
+REFUSED = re.compile(r"Permission Error|disabled by configuration|configuration has been locked|cannot be re-enabled")
+
+
+def _released_files(folder: Path) -> set[str]:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")}
+
+
+def _publish_check(published: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "infant_mortality.publish", "--check"], cwd=REPO_ROOT,
+                          env={**os.environ, "IMR_DUCKDB_PATH": str(published)}, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_superset_s_own_engine_reads_the_marts_and_no_file_no_extension_no_setting(
+        published_warehouse, superset, tmp_path):
+    home, release = superset["home"], published_warehouse.path.resolve().parent
+    secret = "imr-outside-7d41"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.csv").write_text(f"word\n{secret}\n")
+    with duckdb.connect() as con:
+        con.execute(f"copy (select '{secret}' as word) to '{outside / 'notes.parquet'}' (format parquet)")
+    wal = release / (published_warehouse.path.name + ".wal")
+    written = [outside / "copied.csv", release / "copied.csv", wal, outside / "attached.duckdb"]
+    statements = {
+        "a mart": "select count(*) from marts.fct_commune_vs_region",
+        "read_csv of a file outside": f"select * from read_csv('{outside / 'notes.csv'}')",
+        "read_csv of /etc/passwd": "select * from read_csv('/etc/passwd', sep = ':', header = false)",
+        "a file by its name": f"select * from '{outside / 'notes.csv'}'",
+        "read_text of Superset's config": f"select content from read_text('{home / 'superset_config.py'}')",
+        "read_blob of the metadata database": f"select size from read_blob('{home / 'superset.db'}')",
+        "read_parquet outside": f"select * from read_parquet('{outside / 'notes.parquet'}')",
+        "glob": f"select * from glob('{outside}/*')",
+        "COPY to a temporary folder": f"copy (select 1 as x) to '{written[0]}'",
+        "COPY into the release": f"copy (select 1 as x) to '{written[1]}'",
+        "COPY onto the database's WAL": f"copy (select 1 as x) to '{wal}'",
+        "ATTACH a new file": f"attach '{written[3]}' as other",
+        "INSTALL an extension": "install spatial",
+        "SET external access back": "set enable_external_access = true",
+        "unlock the configuration": "set lock_configuration = false",
+        "re-enable the file system": "set disabled_filesystems = ''",
+        "widen the allowed paths": f"set allowed_directories = ['{outside}']",
+    }
+    before = _released_files(release)
+    try:
+        started = time.monotonic()
+        result = subprocess.run([str(superset["python"]), "-c", PROBE, str(BI), json.dumps(statements)],
+                                cwd=home, env=superset["env"], capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+        answers = json.loads(result.stdout[result.stdout.index("PROBE ") + 6:])
+        (count,) = query(published_warehouse.path, "select count(*) from marts.fct_commune_vs_region")[0]
+        assert answers.pop("a mart") == {"rows": [[str(count)]]}
+        allowed = {name: answer for name, answer in answers.items()
+                   if "error" not in answer or not REFUSED.search(answer["error"])}
+        assert not allowed, f"not refused by DuckDB's settings: {json.dumps(allowed, indent=1)[:3000]}"
+        assert secret not in result.stdout and "SECRET_KEY" not in result.stdout and "root:" not in result.stdout
+        assert not [path for path in written if path.exists()]
+        assert _released_files(release) == before
+        check = _publish_check(published_warehouse.path)
+        assert check.returncode == 0, check.stdout + check.stderr
+        print(f"\nSuperset's engine: a mart read, {len(answers)} attempts refused ({time.monotonic() - started:.0f} s)")
+    finally:  # never leave the shared published warehouse damaged for the other tests
+        for path in written[1:3]:
+            path.unlink(missing_ok=True)
+
+
+def _api(opener, url: str, body: dict | None = None, headers: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with opener.open(request, timeout=300) as answer:
+            return answer.status, json.loads(answer.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def test_a_sql_lab_session_that_tries_leaves_files_and_the_release_alone(published_warehouse, superset):
+    """SQL Lab's own API, logged in as the admin: the marts answer, a file does not, and the
+    published release is still the one its manifest lists."""
+    url, home, release = superset["url"], superset["home"], published_warehouse.path.resolve().parent
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    status, login = _api(opener, url + "/api/v1/security/login", {
+        "username": superset["user"], "password": superset["password"], "provider": "db", "refresh": False})
+    assert status == 200, login
+    auth = {"Authorization": f"Bearer {login['access_token']}"}
+    status, csrf = _api(opener, url + "/api/v1/security/csrf_token/", headers=auth)
+    assert status == 200, csrf
+    headers = {**auth, "X-CSRFToken": csrf["result"], "Referer": url}
+    status, databases = _api(opener, url + "/api/v1/database/", headers=auth)
+    assert status == 200, databases
+    database_id = next(d["id"] for d in databases["result"] if d["database_name"] == "Infant mortality (DuckDB)")
+    wal = release / (published_warehouse.path.name + ".wal")
+    before = _released_files(release)
+
+    def sql_lab(sql: str) -> tuple[int, dict]:
+        return _api(opener, url + "/api/v1/sqllab/execute/", {
+            "database_id": database_id, "sql": sql, "runAsync": False, "schema": "marts",
+            "client_id": os.urandom(5).hex(), "tab": "test", "queryLimit": 100}, headers)
+
+    try:
+        status, answer = sql_lab("select count(*) as n from marts.fct_trends")
+        assert status == 200 and answer.get("status") == "success", answer
+        (count,) = query(published_warehouse.path, "select count(*) from marts.fct_trends")[0]
+        assert answer["data"] == [{"n": count}]
+        for sql in (f"select content from read_text('{home / 'superset_config.py'}')",
+                    "select * from read_csv('/etc/passwd', sep = ':', header = false)",
+                    f"copy (select 1 as x) to '{wal}'", f"copy (select 1 as x) to '{release / 'copied.csv'}'",
+                    "set enable_external_access = true"):
+            status, answer = sql_lab(sql)
+            assert status != 200 or answer.get("status") != "success", (sql, answer)
+            assert "SECRET_KEY" not in json.dumps(answer) and "root:" not in json.dumps(answer), sql
+        assert _released_files(release) == before
+        check = _publish_check(published_warehouse.path)
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        wal.unlink(missing_ok=True)
+        (release / "copied.csv").unlink(missing_ok=True)
