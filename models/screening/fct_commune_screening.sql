@@ -11,7 +11,7 @@ with comparisons as (
 
 trends as (
     select area_code, indicator, period_start, period_end, method, apc, apc_ci95_lower, apc_ci95_upper,
-        p_value as trend_p_value, trend
+        p_value as trend_p_value, trend, n_methods_agreeing, methods_disagreeing
     from {{ ref('fct_trends') }}
     where area_level = 'commune'
 ),
@@ -25,7 +25,9 @@ joined as (
         trends.apc_ci95_lower,
         trends.apc_ci95_upper,
         trends.trend_p_value,
-        trends.trend
+        trends.trend,
+        trends.n_methods_agreeing,
+        trends.methods_disagreeing
     from comparisons
     inner join trends
         on comparisons.commune_code = trends.area_code
@@ -70,6 +72,8 @@ select
     apc_ci95_upper,
     trend_p_value,
     trend,
+    n_methods_agreeing,
+    methods_disagreeing,
     screening_category,
     -- Worst first, for lists that lead with the communes to look at.
     cast(case screening_category

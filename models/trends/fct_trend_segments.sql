@@ -11,13 +11,16 @@
 
 with joinpoint_fits as (
     select * from {{ ref('int_trends') }}
+    -- Only series that can get a class: a joinpoint drawn on a series too thin to measure, or
+    -- whose fit is not valid, would look like a finding where the mart publishes none.
     where method = 'joinpoint' and segments is not null
+        and trend not in ('insufficient_data', 'not_estimable')
 ),
 
 segments as (
     select
         area_level, area_code, area_name, region_code, indicator, period_start, period_end,
-        slope_log10 as aapc_slope_log10, apc as aapc,
+        slope_log10 as aapc_slope_log10, apc as aapc, trend as series_trend, n_deaths as series_deaths,
         unnest(from_json(segments, {{ sql_string(segment_type) }})) as s
     from joinpoint_fits
 )
@@ -42,5 +45,7 @@ select
     s.apc_upper as apc_ci95_upper,
     s.p_value,
     aapc_slope_log10,
-    aapc
+    aapc,
+    series_trend,
+    cast(series_deaths as bigint) as series_deaths
 from segments

@@ -1,6 +1,6 @@
 -- The trend mart: the rows of int_trends (a Python model: dbt cannot put a contract on it)
 -- under an enforced contract, in the column order readers know: one row per series, period and
--- method (the study's Prais-Winsten fit and the count model beside it).
+-- method (the count model, the headline; the study's Prais-Winsten fit and joinpoint beside it).
 with trends as (
     select * from {{ ref('int_trends') }}
 )
@@ -35,6 +35,8 @@ select
     apc_ci95_lower,
     apc_ci95_upper,
     trend,
-    classes_agree,
+    cast(n_methods_classed as bigint) as n_methods_classed,
+    cast(n_methods_agreeing as bigint) as n_methods_agreeing,
+    methods_disagreeing,
     note
 from trends

@@ -57,7 +57,8 @@ def _one(out, **keys) -> pd.Series:
 
 
 def test_research_note_series_apc_and_interval():
-    rates = _rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR})
+    # 20,000 births a year, so that the deaths (182, 174, ... 136) carry the fall the rates show.
+    rates = _rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR}, births=20000)
     out = fit_trends(rates, _periods((2005, 2014)))
     row = _one(out, area_code="13101")
     # epidemiology-methods-research.md 8.7 (digits that do not depend on the 1e-6 / 1e-8 stop).
@@ -68,6 +69,13 @@ def test_research_note_series_apc_and_interval():
     assert round(row.apc_ci95_lower, 4) == -3.4857
     assert round(row.apc_ci95_upper, 4) == -2.9139
     assert row.trend == "decreasing"
+    # The same rates at 1000 births a year are 9, 9, 9, 8, 8, 8, 7, 8, 7, 7 deaths: the log-rate
+    # fit is as sure as before (it sees only the rates), the count model cannot tell the series
+    # from no trend, so the study's class is not confirmed while its numbers stay.
+    small = fit_trends(_rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR}), _periods((2005, 2014)))
+    small_pw = _one(small, area_code="13101")
+    assert small_pw.trend == "not_confirmed" and small_pw.apc == row.apc and small_pw.p_value < 1e-6
+    assert _one(small, area_code="13101", method="poisson").trend == "stationary"
     assert row.n_years == row.n_years_used == 10 and row.n_zero_years == 0
     assert row.converged and row.iterations == 3
     assert pd.isna(row.note)
@@ -98,7 +106,7 @@ def test_classification_follows_p_and_sign():
     down = list(5 * 0.94 ** years * np.exp(rng.normal(0, 0.02, 12)))
     flat = [5.0, 5.4, 4.7, 5.2, 4.9, 5.3, 4.8, 5.1, 5.0, 4.8, 5.2, 4.9]
     rates = _rates({("commune", "a", "imr"): up, ("commune", "b", "imr"): down,
-                    ("commune", "c", "imr"): flat})
+                    ("commune", "c", "imr"): flat}, births=20000)
     out = fit_trends(rates, _periods((2005, 2016)))
     a, b, c = (_one(out, area_code=k) for k in "abc")
     assert a.trend == "increasing" and a.p_value < 0.05 and a.slope_log10 > 0 and a.apc_ci95_lower > 0
@@ -398,7 +406,7 @@ def test_generic_entry_fits_any_keyed_series():
     assert list(out.columns[:4]) == ["region_code", "indicator", "period_start", "period_end"]
     rm = _one(out, region_code="13")
     assert (rm.period_start, rm.period_end, rm.n_years_used) == (2005, 2014, 10)
-    whole = _one(fit_trends(_rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR}),
+    whole = _one(fit_trends(_rates({("commune", "13101", "imr"): RESEARCH_NOTE_IMR}, births=20000),
                             _periods((2005, 2014))), area_code="13101")
     for column in ["slope_log10", "intercept_log10", "slope_se", "p_value", "rho", "apc", "trend"]:
         assert rm[column] == whole[column]
@@ -433,7 +441,7 @@ def test_trend_settings_are_typed_from_the_rendered_config_and_name_what_is_miss
 
 
 def test_a_prais_winsten_fit_near_a_unit_root_or_unconverged_is_not_estimable_with_its_diagnostics():
-    rates = _rates({("commune", "c", "imr"): RESEARCH_NOTE_IMR})
+    rates = _rates({("commune", "c", "imr"): RESEARCH_NOTE_IMR}, births=20000)
     valid = _one(fit_trends(rates, _periods((2005, 2014))), area_code="c")
     assert valid.trend == "decreasing" and round(valid.rho, 6) == -0.651086
     # The same fit with the limit below its |rho|: no class, no statistics, rho kept to say why.
@@ -461,8 +469,12 @@ def test_fewer_deaths_than_min_deaths_is_insufficient_data_for_every_method():
     out = fit_trends(rates, _periods((2005, 2014)), min_deaths=21)
     assert (out.trend == "insufficient_data").all()
     assert out.note.str.contains("20 deaths over the period, fewer than min_deaths = 21").all()
-    # The statistics of a valid fit stay (the interval shows how little 20 deaths say).
-    assert out.apc.notna().all()
+    # A window that cannot get a class is not fitted: no p-value, slope or interval that could be
+    # read as a finding beside "insufficient data" (the same series at 20 deaths has them).
+    assert at[["p_value", "slope_log10", "apc_ci95_lower"]].notna().all().all()
+    assert out[["p_value", "slope_log10", "slope_se", "apc", "apc_ci95_lower", "apc_ci95_upper",
+                "dispersion", "rho"]].isna().all().all()
+    assert (out.n_deaths == 20).all() and (out.n_years_used == 10).all()
 
 
 def _glm_reference(deaths, births, years):
@@ -472,7 +484,7 @@ def _glm_reference(deaths, births, years):
                   family=sm.families.Poisson(), offset=np.log(births)).fit(scale="X2")
 
 
-def test_the_poisson_rows_are_statsmodels_quasi_poisson_glms_with_zero_years_kept():
+def test_the_poisson_rows_are_statsmodels_poisson_glms_with_the_scale_floored_at_one():
     rng = np.random.default_rng(3)
     rows, series = [], {}
     for i in range(40):
@@ -489,6 +501,7 @@ def test_the_poisson_rows_are_statsmodels_quasi_poisson_glms_with_zero_years_kep
     out = fit_trends(rates, _periods((2005, 2016)))
     counted = out[out.method == "poisson"]
     assert (counted.trend != "not_estimable").sum() >= 35
+    n_over = 0
     for row in counted[counted.slope_log10.notna()].itertuples():
         deaths, births = series[row.area_code]
         years = 2005 + np.arange(len(deaths))
@@ -498,16 +511,23 @@ def test_the_poisson_rows_are_statsmodels_quasi_poisson_glms_with_zero_years_kep
         assert abs(row.slope_log10 * ln10 - glm.params[1]) < 1e-9
         assert_allclose(row.intercept_log10 * ln10 - np.log(1000), glm.params[0], rtol=1e-9)
         assert_allclose(row.dispersion, glm.scale, rtol=1e-9)
+        # Over-dispersed (Pearson phi > 1): quasi-Poisson, t(n - 2). Otherwise the Poisson
+        # variance itself (statsmodels' scale = 1) and the normal: a scale below 1 is not used.
+        over = glm.scale > 1
+        poisson_se = glm.bse[1] / np.sqrt(glm.scale)  # statsmodels' se at scale = 1
+        n_over += over
         # Lag-1 autocorrelation of the Pearson residuals, and the AR(1) inflation when it is > 0.
         e = glm.resid_pearson
         r = np.sum(e[1:] * e[:-1]) / np.sum(e * e)
         assert_allclose(row.rho, r, rtol=1e-8, atol=1e-12)
-        se = glm.bse[1] * np.sqrt((1 + r) / (1 - r) if r > 0 else 1.0)
+        se = (glm.bse[1] if over else poisson_se) * np.sqrt((1 + r) / (1 - r) if r > 0 else 1.0)
         assert_allclose(row.slope_se * ln10, se, rtol=1e-8)
-        assert_allclose(row.p_value, 2 * stats.t.sf(abs(glm.params[1] / se), len(deaths) - 2), rtol=1e-7)
-        c = stats.t.ppf(0.975, len(deaths) - 2)
+        reference_dist = stats.t(len(deaths) - 2) if over else stats.norm()
+        assert_allclose(row.p_value, 2 * reference_dist.sf(abs(glm.params[1] / se)), rtol=1e-7)
+        c = reference_dist.ppf(0.975)
         assert_allclose(row.apc_ci95_lower, 100 * (np.exp(glm.params[1] - c * se) - 1), rtol=1e-7, atol=1e-9)
         assert_allclose(row.apc, 100 * np.expm1(glm.params[1]), rtol=1e-8, atol=1e-10)
+    assert 5 <= n_over <= len(counted) - 5  # both branches of the floor are compared
 
 
 def test_a_count_series_without_a_finite_poisson_maximum_is_not_estimable():
@@ -551,25 +571,48 @@ def test_joinpoint_rows_are_the_aapc_of_fit_joinpoint_and_carry_its_segments():
     assert "1 joinpoint(s) at" in row.note and row.trend in ("increasing", "stationary")
 
 
-def test_classes_agree_says_whether_the_study_and_the_count_model_agree():
+def test_an_increase_or_decrease_stands_only_where_the_count_model_says_the_same():
     rates = _rates({("commune", "d", "imr"): RESEARCH_NOTE_IMR}, births=20000)
     out = fit_trends(rates, _periods((2005, 2014)))
-    assert set(out.trend) == {"decreasing"} and out.classes_agree.all()
-    # A limit below this fit's |rho| = 0.65: Prais-Winsten has no class, so no agreement to state.
-    strict = fit_trends(rates, _periods((2005, 2014)), max_abs_rho=0.6)
-    assert _one(strict, area_code="d").trend == "not_estimable"
-    assert strict.classes_agree.isna().all()
-    # Classes that differ: Ñuñoa 2010-2019 (bundled data), 150 deaths. Prais-Winsten on the log
-    # rates (rho = -0.33) finds a decrease (p = 0.037); the count model, whose variance grows with the
-    # Pearson dispersion of two low years (6 and 8 deaths), does not (p = 0.066).
+    assert set(out.trend) == {"decreasing"}
+    assert (out.n_methods_classed == 3).all() and (out.n_methods_agreeing == 3).all()
+    assert (out.methods_disagreeing == "").all()
+    # Ñuñoa 2010-2019 (bundled data), 150 deaths. Prais-Winsten on the log rates (rho = -0.33)
+    # finds a decrease (p = 0.037); the count model, whose variance grows with the Pearson
+    # dispersion of two low years (6 and 8 deaths), does not (p = 0.066): the study's class is
+    # not confirmed; its own p and interval stay published.
     deaths = [18, 16, 19, 18, 17, 16, 6, 18, 14, 8]
     births = [2620, 2645, 2633, 2720, 2954, 3027, 2805, 2713, 2739, 2630]
     nunoa = pd.DataFrame({"area_level": "commune", "area_code": "13120", "area_name": "Ñuñoa", "region_code": "13",
                           "indicator": "imr", "year": range(2010, 2020), "deaths": deaths, "live_births": births,
                           "multiplier": 1000, "rate_per_1000": [1000 * d / b for d, b in zip(deaths, births)]})
     out = fit_trends(nunoa, _periods((2010, 2019)), min_deaths=20).set_index("method")
-    assert out.loc["prais_winsten", "trend"] == "decreasing" and out.loc["poisson", "trend"] == "stationary"
-    assert (~out.classes_agree).all()
+    pw, count = out.loc["prais_winsten"], out.loc["poisson"]
+    assert pw.trend == "not_confirmed" and pw.p_value < 0.05 and pw.apc_ci95_upper < 0
+    assert "not confirmed: p < the threshold (decreasing), but the Poisson" in pw.note
+    assert count.trend == "stationary" and count.p_value > 0.05
+    # Agreement counts only the methods with a class: Prais-Winsten has none here.
+    assert pd.isna(pw.n_methods_agreeing) and pd.isna(pw.methods_disagreeing)
+    assert count.n_methods_classed == (out.trend.isin(["increasing", "decreasing", "stationary"])).sum()
+
+
+def test_method_agreement_names_every_method_that_classes_a_series_otherwise():
+    from infant_mortality.statistics.trends import method_agreement
+
+    series = ["area_code"]
+    rows = pd.DataFrame({"area_code": ["a"] * 3 + ["b"] * 3,
+                         "method": ["prais_winsten", "poisson", "joinpoint"] * 2,
+                         "trend": ["stationary", "decreasing", "decreasing",
+                                   "not_confirmed", "stationary", "stationary"]})
+    out = method_agreement(rows, series).set_index(["area_code", "method"])
+    assert out.loc[("a", "prais_winsten"), "n_methods_agreeing"] == 1
+    assert out.loc[("a", "prais_winsten"), "methods_disagreeing"] == "poisson, joinpoint"
+    assert out.loc[("a", "joinpoint"), "n_methods_agreeing"] == 2
+    assert out.loc[("a", "joinpoint"), "methods_disagreeing"] == "prais_winsten"
+    assert (out.loc["a", "n_methods_classed"] == 3).all()
+    assert (out.loc["b", "n_methods_classed"] == 2).all()
+    assert out.loc[("b", "poisson"), "methods_disagreeing"] == ""
+    assert pd.isna(out.loc[("b", "prais_winsten"), "n_methods_agreeing"])
 
 
 def test_a_rate_per_100000_changes_only_the_intercept_of_every_method():
