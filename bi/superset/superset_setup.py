@@ -64,12 +64,14 @@ DATASETS = {
         where region.area_level = 'region' and region.indicator = 'imr'
     """,
     "region_trends": """
-        -- Each region's trend over each analysis period by Prais-Winsten (fct_trends has a row
-        -- per fitting method): its APC, interval and p.
-        select area_name as region_name, period_start, period_end, n_years_used,
-               apc, apc_ci95_lower, apc_ci95_upper, p_value, trend, note
+        -- Each region's trend over each analysis period by the build's headline method (var
+        -- trend_method, the calibrated count model by default; fct_trends has a row per method):
+        -- its APC, interval, p, class, and the methods that class it otherwise.
+        select area_name as region_name, period_start, period_end, n_years_used, method_label,
+               apc, apc_ci95_lower, apc_ci95_upper, p_value, trend, methods_disagreeing, note
         from marts.fct_trends
-        where area_level = 'region' and indicator = 'imr' and method = 'prais_winsten'
+        where area_level = 'region' and indicator = 'imr'
+            and method = (select trend_method from marts.meta_build)
     """,
 }
 # Numbers as the report shows them: rates and ratios with 2 decimals, p with 3, counts grouped.
@@ -93,11 +95,12 @@ LABELS = {
     "rest_rate_ratio_exact_upper": "RR exact CI (conservative) high", "comparison": "vs rest",
     "period_start": "From", "period_end": "To", "n_years_used": "Years fitted",
     "apc": "APC %", "apc_ci95_lower": "APC CI low", "apc_ci95_upper": "APC CI high", "trend": "Trend",
+    "method_label": "Method", "methods_disagreeing": "Methods that disagree",
 }
 # A column whose header depends on its dataset: every p-value is labelled by its test.
 DATASET_LABELS = {
     "fct_commune_vs_region": {"p_value": "p (mid-p, conditional binomial)"},
-    "region_trends": {"p_value": "p (Prais-Winsten, slope = 0)"},
+    "region_trends": {"p_value": "p (trend test of the method shown, slope = 0)"},
 }
 
 
@@ -134,11 +137,11 @@ CHARTS = [
         "width": 6, "height": 50,
     },
     {
-        "name": "Trend of the region: annual percent change by Prais-Winsten (trend table)",
+        "name": "Trend of the region: annual percent change by the headline method (trend table)",
         "table": "region_trends",
         "viz_type": "table",
-        "columns": ["period_start", "period_end", "n_years_used", "apc", "apc_ci95_lower",
-                    "apc_ci95_upper", "p_value", "trend"],
+        "columns": ["period_start", "period_end", "n_years_used", "method_label", "apc", "apc_ci95_lower",
+                    "apc_ci95_upper", "p_value", "trend", "methods_disagreeing"],
         "where": "1 = 1",
         "orderby": [["period_start", True], ["period_end", False]],
         "width": 6, "height": 50,

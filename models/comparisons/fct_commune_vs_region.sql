@@ -77,8 +77,9 @@ tested as (
         case when has_rest_of_region
             then imr_rate_ratio_midp(deaths, live_births, rest_deaths, rest_live_births) end as p_value
     from compared
-)
+),
 
+published as (
 select
     commune_code,
     commune_name,
@@ -109,21 +110,23 @@ select
     cast(rest_live_births as bigint) as rest_live_births,
     rest_rate_per_1000,
     rest_rate_ratio,
-    case when has_rest_of_region
-        then imr_rate_ratio_lower(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
-        as rest_rate_ratio_ci95_lower,
-    case when has_rest_of_region
-        then imr_rate_ratio_upper(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
-        as rest_rate_ratio_ci95_upper,
-    p_value,
-    -- The interval that inverts the mid-p test at level 1 - comparison_alpha: `comparison` says
-    -- exactly whether it excludes 1 (the exact interval above may include 1 for a `higher`).
+    -- The interval of the label: it inverts the mid-p test at level 1 - comparison_alpha, so
+    -- `comparison` says exactly whether it excludes 1.
     case when has_rest_of_region
         then imr_rate_ratio_midp_lower(deaths, live_births, rest_deaths, rest_live_births, 1 - {{ alpha }}) end
-        as rest_rate_ratio_midp_lower,
+        as rest_rate_ratio_ci95_lower,
     case when has_rest_of_region
         then imr_rate_ratio_midp_upper(deaths, live_births, rest_deaths, rest_live_births, 1 - {{ alpha }}) end
-        as rest_rate_ratio_midp_upper,
+        as rest_rate_ratio_ci95_upper,
+    -- The exact (Clopper-Pearson) conditional interval, conservative: it may include 1 beside a
+    -- `higher` or `lower` (its test is not the label's).
+    case when has_rest_of_region
+        then imr_rate_ratio_lower(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
+        as rest_rate_ratio_exact_lower,
+    case when has_rest_of_region
+        then imr_rate_ratio_upper(deaths, live_births, rest_deaths, rest_live_births, 0.95) end
+        as rest_rate_ratio_exact_upper,
+    p_value,
     case
         when p_value < {{ alpha }}
             then case when deaths * rest_live_births > rest_deaths * live_births then 'higher' else 'lower' end
@@ -139,3 +142,24 @@ select
         order by rate_per_1000 desc nulls last, commune_code asc
     ) as integer) as rank_in_region
 from tested
+)
+
+select
+    *,
+    -- The two classifications answer different questions; where they part, say why, so a
+    -- reader of the funnel plot is not left with two contradicting marks.
+    case
+        when comparison = 'higher' and funnel_category not in ('above_95', 'above_99_8')
+            then 'higher than the rest of the region by the mid-p test, but within the funnel''s 95% limits: '
+                || 'the funnel compares with the whole region''s rate (this commune included) by exact Poisson limits'
+        when comparison = 'lower' and funnel_category not in ('below_95', 'below_99_8')
+            then 'lower than the rest of the region by the mid-p test, but within the funnel''s 95% limits: '
+                || 'the funnel compares with the whole region''s rate (this commune included) by exact Poisson limits'
+        when comparison = 'similar' and funnel_category <> 'within'
+            then 'outside the funnel''s 95% limits around the whole region''s rate (exact Poisson), but not different '
+                || 'from the rest of the region by the mid-p test at comparison_alpha'
+        when comparison in ('higher', 'lower') and funnel_category in ('above_95', 'above_99_8', 'below_95', 'below_99_8')
+            and (comparison = 'higher') <> (funnel_category in ('above_95', 'above_99_8'))
+            then 'the funnel and the mid-p test point in opposite directions'
+    end as funnel_differs_note
+from published

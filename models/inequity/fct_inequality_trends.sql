@@ -1,5 +1,6 @@
 -- Is the gap closing? The Prais-Winsten trend of the yearly RII (log10) over each analysis
--- period, computed in int_inequality__gap_trends, next to the RII of the pooled period.
+-- period, confirmed by the count model of the gradient's change (int_inequality__gap_trends),
+-- next to the RII of the pooled period.
 with trends as (
     select * from {{ ref('int_inequality__gap_trends') }}
 ),
@@ -40,6 +41,8 @@ select
     cast(trends.fitted_log10_rii_mid as double) as fitted_log10_rii_mid,
     trends.trend,
     trends.gap_change,
+    cast(trends.n_deaths as bigint) as n_deaths,
+    cast(trends.count_test_p_value as double) as count_test_p_value,
     trends.note
 from trends
 inner join periods

@@ -237,7 +237,7 @@ def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(pu
     assert {"region_name", "rest_rate_ratio", "rest_rate_ratio_ci95_lower", "comparison"} <= set(table["first_rows"][0])
     # Each p-value labelled by its test, as Superset shows the datasets' columns.
     assert check["datasets"]["fct_commune_vs_region"]["p_value"] == "p (mid-p, conditional binomial)"
-    assert check["datasets"]["region_trends"]["p_value"] == "p (Prais-Winsten, slope = 0)"
+    assert check["datasets"]["region_trends"]["p_value"] == "p (trend test of the method shown, slope = 0)"
     print(f"\nSuperset check: marts {len(check['marts'])}; chart rows "
           + ", ".join(f"{n!r}: {c['rows']}" for n, c in charts.items()) + f"; {time.monotonic() - started:.0f} s")
 
@@ -342,9 +342,10 @@ def test_the_export_labels_each_p_value_by_its_test_and_locks_the_database_down(
     assert ("fct_commune_vs_region", "p_value") in p_columns and ("region_trends", "p_value") in p_columns
     assert all(label and label.startswith("p (") and label.endswith(")") for label in p_columns.values()), p_columns
     assert labels["fct_commune_vs_region"]["p_value"] == "p (mid-p, conditional binomial)"
-    # The trend table's rows are Prais-Winsten fits: its p is the slope's.
-    assert "method = 'prais_winsten'" in datasets["region_trends"]["sql"]
-    assert labels["region_trends"]["p_value"] == "p (Prais-Winsten, slope = 0)"
+    # The trend table's rows are the headline method's fits, named on every row: its p is the slope's.
+    assert "method = (select trend_method from marts.meta_build)" in datasets["region_trends"]["sql"]
+    assert labels["region_trends"]["p_value"] == "p (trend test of the method shown, slope = 0)"
+    assert labels["region_trends"]["method_label"] == "Method"
     # RR's interval: ci95 is the mid-p one (the test's own), the exact one beside it is conservative.
     commune = labels["fct_commune_vs_region"]
     for side, word in (("lower", "low"), ("upper", "high")):

@@ -78,8 +78,8 @@ def test_region_and_rest_of_region_ratios_satisfy_the_identity(bundled_warehouse
 def test_rest_of_region_inference_matches_the_exact_conditional_test(bundled_warehouse):
     (d_c, n_c, d_r, n_r, lower, upper, p, comparison), = query(
         bundled_warehouse,
-        "select deaths, live_births, rest_deaths, rest_live_births, rest_rate_ratio_ci95_lower, "
-        "rest_rate_ratio_ci95_upper, p_value, comparison from marts.fct_commune_vs_region "
+        "select deaths, live_births, rest_deaths, rest_live_births, rest_rate_ratio_exact_lower, "
+        "rest_rate_ratio_exact_upper, p_value, comparison from marts.fct_commune_vs_region "
         "where commune_code = '13108' and indicator = 'imr' and period_label = '2010-2014'",
     )
     # Second method: Clopper-Pearson via scipy's binomtest, mapped to the rate-ratio scale.
@@ -202,14 +202,27 @@ def test_funnel_limits_mart_agrees_with_the_funnel_categories(bundled_warehouse)
 def test_every_comparison_label_agrees_with_the_midp_interval_beside_it(bundled_warehouse):
     rows = query(
         bundled_warehouse,
-        "select comparison, rest_rate_ratio_midp_lower, coalesce(rest_rate_ratio_midp_upper, 'infinity'), "
-        "rest_rate_ratio_ci95_lower, coalesce(rest_rate_ratio_ci95_upper, 'infinity') "
+        "select comparison, rest_rate_ratio_ci95_lower, coalesce(rest_rate_ratio_ci95_upper, 'infinity'), "
+        "rest_rate_ratio_exact_lower, coalesce(rest_rate_ratio_exact_upper, 'infinity') "
         "from marts.fct_commune_vs_region where comparison is not null")
     assert len(rows) == 1038
     for comparison, lower, upper, *_ in rows:
         expected = "higher" if lower > 1 else "lower" if upper < 1 else "similar"
         assert comparison == expected
     # The exact interval is the conservative one: 13 labels fall outside it (the reason the
-    # mid-p interval is published beside the label).
+    # mid-p interval is the one published as the comparison's ci95, the exact one named apart).
     outside_exact = sum(1 for c, _, _, lo, up in rows if (c == "higher" and lo <= 1) or (c == "lower" and up >= 1))
     assert outside_exact == 13
+
+
+def test_where_the_funnel_and_the_label_part_the_row_says_why(bundled_warehouse):
+    rows = query(bundled_warehouse, "select comparison, funnel_category, funnel_differs_note "
+                                    "from marts.fct_commune_vs_region where comparison is not null")
+    high, low = ("above_95", "above_99_8"), ("below_95", "below_99_8")
+    differ = [(c, f, note) for c, f, note in rows
+              if (c == "higher") != (f in high) or (c == "lower") != (f in low)]
+    assert len(differ) == sum(note is not None for *_, note in rows) > 0
+    for comparison, funnel, note in differ:
+        assert note is not None, (comparison, funnel)
+        assert ("within the funnel" in note) == (funnel == "within")
+        assert ("not different from the rest" in note) == (comparison == "similar")

@@ -892,11 +892,21 @@ def test_trend_panels_show_a_class_only_for_a_valid_fit(bundled_warehouse, page)
             assert trend_label(cls).lower() in title["text"] and code in fits
         seen.add(cls)
     assert {"insufficient_data", "stationary"} <= seen
-    # The second method's APC beside the headline's, as the mart has it.
+    # The second method's APC beside the headline's (the count model), as the mart has it, and
+    # its own class where it differs (the study's Prais-Winsten increase or decrease that the
+    # count model does not confirm).
     apc = query(bundled_warehouse, "select apc from marts.fct_trends where area_code = '13' and indicator = 'imr' and "
-                                   "period_start = 2010 and period_end = 2019 and method = 'poisson'")[0][0]
+                                   "period_start = 2010 and period_end = 2019 and method = 'prais_winsten'")[0][0]
     region_title = fig["layout"]["annotations"][0]["text"]
-    assert f"Poisson regression: APC {fmt(apc, 1, signed=True)}%" in region_title
+    assert f"Prais-Winsten: APC {fmt(apc, 1, signed=True)}%" in region_title
+    unconfirmed = query(bundled_warehouse, "select s.area_name from marts.fct_trends s join marts.fct_trends h "
+                        "using (area_level, area_code, indicator, period_start, period_end) where s.area_level = 'commune' "
+                        "and s.region_code = '13' and s.indicator = 'imr' and s.period_start = 2010 and s.period_end = 2019 "
+                        "and s.method = 'prais_winsten' and s.trend = 'not_confirmed' and h.method = 'poisson' "
+                        "and h.trend = 'stationary'")
+    assert unconfirmed  # the bundled RM has such communes
+    for (name,) in unconfirmed:
+        assert "APC" in titles[name]["text"] and "(not confirmed)" in titles[name]["text"]
 
 
 def test_joinpoints_are_the_segments_mart(bundled_warehouse, page):

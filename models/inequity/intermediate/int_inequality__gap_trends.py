@@ -6,7 +6,7 @@ int_trends also reads (declared once, models/trends/intermediate/_trend_settings
 trend marts cannot be configured differently."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
-from infant_mortality.statistics.inequality import gap_trends
+from infant_mortality.statistics.inequality import gap_trends, gradient_change_tests
 from infant_mortality.statistics.trends import trend_settings
 
 
@@ -18,10 +18,15 @@ def model(dbt, session):
     yearly = measures[(measures["period_start"] == measures["period_end"]) & (measures["measure"] == "RII")]
     # A year whose RII is not estimable has a NULL rate; the measure's note says why.
     yearly = yearly.assign(year=yearly["period_start"], rii=yearly["estimate"], rii_note=yearly["note"])
+    # The count model of the gradient's change over each window, from the ranked commune-years:
+    # it confirms the log RII's class and carries the deaths rule, as the count model does for
+    # fct_trends.
+    membership = ordered_frame(dbt.ref("int_inequality__membership"))
     trends = gap_trends(
         yearly,
         periods,
         reason="rii_note",
+        change_tests=gradient_change_tests(membership, periods),
         **trend_settings(dbt.config.get("trend_settings")),
     )
     print(

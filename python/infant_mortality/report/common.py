@@ -96,12 +96,13 @@ TREND_COLOURS = {
     "increasing": "#D55E00",
     "decreasing": "#0072B2",
     "stationary": "#666666",
+    "not_confirmed": "#a6a6a6",
     "not_estimable": "#bdbdbd",
     "insufficient_data": "#d9d9d9",
 }
 TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot"}
 # Map fill patterns of the trend classes (plotly `fillpattern.shape`): hatching, not colour alone.
-TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_estimable": ".",
+TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_confirmed": "-", "not_estimable": ".",
                   "insufficient_data": "x"}
 FONT = dict(family="DejaVu Sans, Arial, Helvetica, sans-serif", size=13, color="#222")
 

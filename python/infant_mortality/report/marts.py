@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from infant_mortality.report.common import Combo, Indicator
@@ -148,8 +149,8 @@ def _settings(meta: pd.DataFrame) -> Settings:
 
 
 def second_method(headline: str) -> str:
-    """The trend method shown beside the headline's: the study's Prais-Winsten and the count
-    model check each other (fct_trends.classes_agree compares these two)."""
+    """The trend method shown beside the headline's: the study's Prais-Winsten beside the count
+    model (fct_trends.methods_disagreeing names every method that classes a series otherwise)."""
     return "poisson" if headline != "poisson" else "prais_winsten"
 
 
@@ -189,10 +190,12 @@ def trend_windows(trends: pd.DataFrame) -> dict[str, tuple[int, int]]:
 
 
 def trends_in_window(trends: pd.DataFrame, windows: dict) -> pd.DataFrame:
-    keep = [
+    keep = np.array([
         (r.indicator in windows) and (int(r.period_start), int(r.period_end)) == windows[r.indicator]
         for r in trends[["indicator", "period_start", "period_end"]].itertuples()
-    ]
+    ], dtype=bool)
+    # A boolean array, not a list: an empty list would select no *columns* (the report then
+    # failed on a warehouse without joinpoint segments).
     return trends[keep]
 
 

@@ -1,4 +1,4 @@
-"""2. Trends: small multiples of yearly rates with the fitted Prais-Winsten line of `marts.fct_trends`.
+"""2. Trends: small multiples of yearly rates with the fitted line of the headline method of `marts.fct_trends`.
 
 The panels are laid out by ``static/report.js`` (``layout.meta.grid``): four columns on a
 desktop, one on a phone. Each panel's title is anchored to its own axes, so it follows them.
@@ -48,7 +48,8 @@ def fitted_line(trend: dict | None):
 
 def _trend_title(name: str, trend: dict | None, other: dict | None, joinpoints: list[int], min_deaths: int) -> str:
     """The panel's title: the area, then the headline method's class and APC (only for a valid fit;
-    otherwise why there is none), the second method's APC, and the joinpoint years if any."""
+    otherwise why there is none), the second method's APC (and its class where it differs), and
+    the joinpoint years if any (fct_trend_segments holds none for a series without a class)."""
     head = f"<b>{name}</b>"
     if trend is None:
         return head
@@ -57,12 +58,15 @@ def _trend_title(name: str, trend: dict | None, other: dict | None, joinpoints: 
         detail = f"{trend_label(cls).lower()} · {fmt_apc_short(trend.get('apc'))}"
     elif cls == "insufficient_data":
         detail = f"{trend_label(cls).lower()}: {t('trend.reason.insufficient_data', n=min_deaths)}"
+    elif cls == "not_confirmed":
+        detail = f"{trend_label(cls).lower()}: {t('trend.reason.not_confirmed')}"
     else:
         detail = f"{trend_label(cls).lower()}: {t('trend.reason.not_estimable')}"
     colour = TREND_COLOURS.get(cls, "#555") if trend_has_class(trend) else "#555"  # readable, not a class colour
     lines = [head, f"<span style='color:{colour};font-size:11px'>{detail}</span>"]
-    if trend_has_class(other):
-        agree = "" if trend.get("classes_agree") is not False else t("trends.disagree")
+    if trend_has_class(other) or (other or {}).get("trend") == "not_confirmed":
+        # The other method's own class, when it differs from the headline's (or has none here).
+        agree = "" if other.get("trend") == cls else t("trends.disagree", cls=trend_label(other.get("trend")).lower())
         lines.append(f"<span style='font-size:10px'>{t('trends.other', method=method_label(other['method'], other['method_label']), apc=fmt_apc_short(other.get('apc')))}{agree}</span>")
     if joinpoints:
         lines.append(f"<span style='font-size:10px'>{t('trends.joinpoints', years=', '.join(map(str, joinpoints)))}</span>")

@@ -703,6 +703,7 @@ def benchmark_pairs(communes: pd.DataFrame, min_deaths: int, listed: list[str]) 
 # --------------------------------------------------------------------------------------------
 
 TREND_KEYS = ["area_level", "area_code", "indicator", "stratifier"]
+PERIOD_KEYS = ["period_start", "period_end"]
 
 
 def classify_gap_change(trend: str, fitted_log10_rii_mid: float) -> str:
@@ -711,18 +712,131 @@ def classify_gap_change(trend: str, fitted_log10_rii_mid: float) -> str:
     ``held`` when the trend of log10(RII) is not significant (``stationary``); when it is, the
     gap ``widened`` if the slope moves log10(RII) away from 0 in the direction of the gradient
     (the sign of the fitted log10(RII) at the middle of the period) and ``narrowed`` if it moves
-    it towards 0. ``not_estimable`` when the trend is.
+    it towards 0. ``not_estimable``, ``insufficient_data`` or ``not_confirmed`` when the trend is.
     """
-    if trend == "not_estimable":
-        return "not_estimable"
+    if trend in ("not_estimable", "insufficient_data", "not_confirmed"):
+        return trend
     if trend == "stationary" or fitted_log10_rii_mid == 0:
         return "held"
     rising = trend == "increasing"
     return "widened" if rising == (fitted_log10_rii_mid > 0) else "narrowed"
 
 
+def gradient_change_test(year, deaths, births, ridit) -> dict:
+    """Is the Poisson gradient changing? The count model behind the yearly RIIs, pooled over the
+    window: log mu_it = log n_it + a_t + (b + g (t - t_bar)) x_it (a level per year, the ridit
+    slope moving linearly), fitted by Newton-Raphson. log RII_t = -b_t, so the log RII changes by
+    -g a year. As fct_trends' count model: the scale is the Pearson dispersion only when it
+    exceeds 1 (then t(N - T - 2)), else the Poisson variance and the normal.
+
+    Returns ``log_rii_slope`` (-g, natural log per year), its ``se``, ``p_value``,
+    ``dispersion``, ``n_deaths`` and ``note`` (why nothing could be fitted); NaN when not estimable."""
+    t = np.asarray(year, dtype=float)
+    d, n, x = (np.asarray(v, dtype=float) for v in (deaths, births, ridit))
+    keep = (n > 0) & np.isfinite(x) & np.isfinite(d)
+    t, d, n, x = t[keep], d[keep], n[keep], x[keep]
+    out = dict(log_rii_slope=np.nan, se=np.nan, p_value=np.nan, dispersion=np.nan, n_deaths=float(d.sum()), note=None)
+    years = np.unique(t)
+    df = len(d) - len(years) - 2
+    if len(years) < 2 or df <= 0 or d.sum() == 0:
+        out["note"] = "too few years or communes with deaths for the gradient's change"
+        return out
+    centred = t - t.mean()
+    design = np.column_stack([(t[:, None] == years[None, :]).astype(float), x, x * centred])
+    beta = np.zeros(design.shape[1])
+    with np.errstate(divide="ignore"):
+        year_rate = np.array([d[t == y].sum() / n[t == y].sum() for y in years])
+    beta[:len(years)] = np.log(np.where(year_rate > 0, year_rate, 1e-12))
+    for _ in range(100):
+        mu = n * np.exp(design @ beta)
+        info = design.T @ (mu[:, None] * design)
+        try:
+            step = np.linalg.solve(info, design.T @ (d - mu))
+        except np.linalg.LinAlgError:
+            out["note"] = "the gradient's change is not identifiable (singular information)"
+            return out
+        beta += step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    else:
+        out["note"] = "the gradient's change did not converge"
+        return out
+    mu = n * np.exp(design @ beta)
+    phi = float(((d - mu) ** 2 / mu).sum() / df)
+    over = phi > 1
+    se = float(np.sqrt(np.linalg.inv(info)[-1, -1] * (phi if over else 1.0)))
+    reference = stats.t(df) if over else stats.norm()
+    out.update(log_rii_slope=-float(beta[-1]), se=se, dispersion=phi,
+               p_value=float(2 * reference.sf(abs(beta[-1]) / se)))
+    return out
+
+
+def gradient_change_tests(membership: pd.DataFrame, periods: pd.DataFrame) -> pd.DataFrame:
+    """:func:`gradient_change_test` of every area, indicator and stratifier over every period,
+    from the ranked single-year rows of ``membership`` (int_inequality__membership: the communes
+    with a ridit; period_start = period_end = the year)."""
+    yearly = membership[(membership["period_start"] == membership["period_end"]) & membership["ridit"].notna()]
+    rows = []
+    for p in periods[PERIOD_KEYS].drop_duplicates().itertuples(index=False):
+        inside = yearly[(yearly["period_start"] >= p.period_start) & (yearly["period_start"] <= p.period_end)]
+        for keys, g in inside.groupby(TREND_KEYS, sort=False):
+            rows.append({**dict(zip(TREND_KEYS, keys)), "period_start": p.period_start, "period_end": p.period_end,
+                         **gradient_change_test(g["period_start"], g["deaths"], g["live_births"], g["ridit"])})
+    columns = [*TREND_KEYS, *PERIOD_KEYS, "log_rii_slope", "se", "p_value", "dispersion", "n_deaths", "note"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def confirm_gap_trends(trends: pd.DataFrame, tests: pd.DataFrame, *, p_threshold: float,
+                       min_deaths: int | None) -> pd.DataFrame:
+    """The RII trend's class, held to fct_trends' rules: ``insufficient_data`` (no statistics)
+    when the ranked communes hold fewer than ``min_deaths`` deaths over the window; an
+    ``increasing``/``decreasing`` log RII stands only where the count model of the gradient's
+    change (:func:`gradient_change_test`) finds the same direction at ``p_threshold``, else
+    ``not_confirmed`` with a note. Adds ``n_deaths`` and ``count_test_p_value``."""
+    keys = [*TREND_KEYS, *PERIOD_KEYS]
+    merged = trends.drop(columns=["n_deaths"], errors="ignore").merge(
+        tests[[*keys, "log_rii_slope", "p_value", "n_deaths"]]
+        .rename(columns={"p_value": "count_test_p_value", "log_rii_slope": "_count_slope"}),
+        on=keys, how="left")
+    merged["n_deaths"] = merged["n_deaths"].round().astype("Int64")
+    if min_deaths is not None:
+        thin = (merged["n_deaths"].fillna(0) < min_deaths).to_numpy()
+        for column in STAT_COLUMNS_NULLED_WHEN_THIN:
+            if column in merged:
+                merged.loc[thin, column] = pd.NA
+        merged.loc[thin, "trend"] = "insufficient_data"
+        merged.loc[thin, "count_test_p_value"] = np.nan
+        merged.loc[thin, "note"] = [_join_note(note, f"{int(deaths) if pd.notna(deaths) else 0} deaths over the "
+                                               f"period, fewer than min_deaths = {min_deaths}")
+                                    for note, deaths in zip(merged.loc[thin, "note"], merged.loc[thin, "n_deaths"])]
+    significant = merged["trend"].isin(["increasing", "decreasing"]).to_numpy()
+    direction = np.where(merged["trend"] == "increasing", 1.0, -1.0)
+    confirmed = ((merged["count_test_p_value"].to_numpy(dtype=float, na_value=np.nan) < p_threshold)
+                 & (np.sign(merged["_count_slope"].to_numpy(dtype=float, na_value=np.nan)) == direction))
+    unconfirmed = significant & ~confirmed
+    merged.loc[unconfirmed, "note"] = [
+        _join_note(note, f"not confirmed: the log RII's fit says {trend}, but the count model of the "
+                         f"gradient's change does not (p = {p:.3g})")
+        for note, trend, p in zip(merged.loc[unconfirmed, "note"], merged.loc[unconfirmed, "trend"],
+                                  merged.loc[unconfirmed, "count_test_p_value"])]
+    merged.loc[unconfirmed, "trend"] = "not_confirmed"
+    # A row whose log-RII fit gives no class shows no test result either (fct_trends' rule).
+    merged.loc[merged["trend"].isin(["not_estimable", "insufficient_data"]), "count_test_p_value"] = np.nan
+    return merged.drop(columns="_count_slope")
+
+
+# The statistics a window too thin to measure does not publish (as fct_trends' insufficient rows).
+STAT_COLUMNS_NULLED_WHEN_THIN = ("slope_log10", "slope_se", "intercept_log10", "t_stat", "p_value", "rho",
+                                 "iterations", "converged", "dw_original", "dw_transformed", "dispersion",
+                                 "apc", "apc_ci95_lower", "apc_ci95_upper")
+
+
+def _join_note(note, sentence: str) -> str:
+    return sentence if note is None or pd.isna(note) or note == "" else f"{note}; {sentence}"
+
+
 def gap_trends(yearly_rii: pd.DataFrame, periods: pd.DataFrame, *, reason: str | None = None,
-               **settings) -> pd.DataFrame:
+               change_tests: pd.DataFrame | None = None, **settings) -> pd.DataFrame:
     """Trend of log10(RII) on year per (area, indicator, stratifier, period), and what it means
     for the gap.
 
@@ -735,6 +849,9 @@ def gap_trends(yearly_rii: pd.DataFrame, periods: pd.DataFrame, *, reason: str |
     the notes. ``settings`` go to it unchanged (``min_years``, ``zero_rate_policy``,
     ``ci_level``, ``ci_critical``, ``p_threshold``, ``method``, ``rhotype``, ``gaps``, ...).
 
+    ``change_tests`` (:func:`gradient_change_tests`) hold the class to fct_trends' rules
+    (:func:`confirm_gap_trends`: the deaths rule and the count model's confirmation).
+
     Added here, the gap's own columns: ``fitted_log10_rii_mid`` (the fitted log10 RII at the
     middle of the period) and ``gap_change`` (:func:`classify_gap_change`).
     """
@@ -744,6 +861,9 @@ def gap_trends(yearly_rii: pd.DataFrame, periods: pd.DataFrame, *, reason: str |
     out = fit_series_trends(yearly_rii, TREND_KEYS, periods=periods, year="year", rate="rii",
                             deaths=None, live_births=None, reason=reason, **settings)
     attrs = dict(out.attrs)
+    if change_tests is not None:
+        out = confirm_gap_trends(out, change_tests, p_threshold=float(settings.get("p_threshold", 0.05)),
+                                 min_deaths=settings.get("min_deaths"))
     mid = (out["period_start"].astype(float) + out["period_end"].astype(float)) / 2
     fitted_mid = out["intercept_log10"] + out["slope_log10"] * mid
     out["fitted_log10_rii_mid"] = fitted_mid.astype("Float64")
