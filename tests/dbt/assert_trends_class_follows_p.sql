@@ -18,16 +18,16 @@ with by_p as (
 ),
 
 expected as (
-    select rows.*,
+    select trend_row.*,
         case
-            when rows.method <> 'poisson' and rows.class_by_p in ('increasing', 'decreasing')
-                and rows.class_by_p is distinct from count_model.class_by_p then 'not_confirmed'
-            else rows.class_by_p
+            when trend_row.method <> 'poisson' and trend_row.class_by_p in ('increasing', 'decreasing')
+                and coalesce(trend_row.class_by_p <> count_model.class_by_p, true) then 'not_confirmed'
+            else trend_row.class_by_p
         end as expected_trend
-    from by_p as rows
+    from by_p as trend_row
     left join by_p as count_model
         on count_model.method = 'poisson'
-        and (rows.area_level, rows.area_code, rows.indicator, rows.period_start, rows.period_end)
+        and (trend_row.area_level, trend_row.area_code, trend_row.indicator, trend_row.period_start, trend_row.period_end)
             = (count_model.area_level, count_model.area_code, count_model.indicator,
                count_model.period_start, count_model.period_end)
 )

@@ -126,7 +126,9 @@ def test_rii_trend_rows_for_every_stratifier_and_period(bundled_warehouse):
 
 def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_warehouse):
     """The mart is fit_series_trends (fct_trends' shell, default vars) on the single-year RII
-    that fct_inequality publishes, plus the gap columns: the model feeds it the right rows."""
+    that fct_inequality publishes, held to fct_trends' rules (fewer than 20 deaths: no statistics,
+    insufficient_data; an increase or decrease the count test does not find: not_confirmed),
+    plus the gap columns: the model feeds it the right rows."""
     import pandas as pd
 
     from infant_mortality.statistics.inequality import classify_gap_change
@@ -150,10 +152,24 @@ def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_wareh
                                  "fitted_log10_rii_mid, gap_change from marts.fct_inequality_trends"),
         columns=[*keys, "period_start", "period_end", *columns, "fitted_log10_rii_mid", "gap_change"]
     ).set_index([*keys, "period_start", "period_end"])
+    held = pd.DataFrame(query(bundled_warehouse, f"select {', '.join(keys)}, period_start, period_end, n_deaths, "
+                                                 "count_test_p_value from marts.fct_inequality_trends"),
+                        columns=[*keys, "period_start", "period_end", "n_deaths", "count_test_p_value"]
+                        ).set_index([*keys, "period_start", "period_end"]).loc[mart.index]
     # Three periods for each series: the RM has four stratifiers (2013 and 2019 covariates cover it
     # only), the 15 other regions and the country the two 2022 ones.
     assert len(mart) == len(expected) == (4 + 15 * 2 + 2) * 3
-    expected = expected.loc[mart.index, columns]
+    expected = expected.loc[mart.index, columns].astype(object)
+    thin = (held["n_deaths"] < 20).to_numpy()
+    expected.loc[thin, [c for c in columns if c not in ("n_years", "n_years_used", "trend", "note")]] = None
+    expected.loc[thin, "trend"] = "insufficient_data"
+    unconfirmed = ~thin & expected["trend"].isin(["increasing", "decreasing"]).to_numpy() & ~(
+        held["count_test_p_value"].astype(float) < 0.05).to_numpy()
+    expected.loc[unconfirmed, "trend"] = "not_confirmed"
+    assert 0 < thin.sum() < len(mart) and unconfirmed.sum() > 0
+    # The notes add why (the deaths, or the count test's p); the shell's note begins them.
+    assert all(m.startswith(e) for m, e in zip(mart["note"].fillna(""), expected["note"].fillna("")) if e), "note"
+    columns = [c for c in columns if c != "note"]
     for c in columns:
         if c in ("trend", "note", "converged", "n_years", "n_years_used", "iterations"):
             assert [None if pd.isna(v) else v for v in mart[c].tolist()] == \
@@ -166,8 +182,8 @@ def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_wareh
     assert fitted.to_numpy() == pytest.approx(
         (mart["intercept_log10"].astype(float) + mart["slope_log10"].astype(float) * mid).to_numpy(),
         rel=1e-12, nan_ok=True)
-    # No line, no fitted value: NULL exactly where the trend is not estimable.
-    assert (fitted.isna() == (mart["trend"] == "not_estimable")).all()
+    # No line, no fitted value: NULL exactly where the trend is not estimable or too thin to fit.
+    assert (fitted.isna() == mart["trend"].isin(["not_estimable", "insufficient_data"])).all()
     assert mart["gap_change"].tolist() == [classify_gap_change(t, m) for t, m in
                                            zip(mart["trend"], mart["fitted_log10_rii_mid"])]
 

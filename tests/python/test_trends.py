@@ -484,7 +484,7 @@ def _glm_reference(deaths, births, years):
                   family=sm.families.Poisson(), offset=np.log(births)).fit(scale="X2")
 
 
-def test_the_poisson_rows_are_statsmodels_poisson_glms_with_the_scale_floored_at_one():
+def test_the_poisson_rows_are_statsmodels_glms_and_a_scale_below_one_needs_both_tests():
     rng = np.random.default_rng(3)
     rows, series = [], {}
     for i in range(40):
@@ -501,7 +501,7 @@ def test_the_poisson_rows_are_statsmodels_poisson_glms_with_the_scale_floored_at
     out = fit_trends(rates, _periods((2005, 2016)))
     counted = out[out.method == "poisson"]
     assert (counted.trend != "not_estimable").sum() >= 35
-    n_over = 0
+    n_over = n_quasi_binding = 0
     for row in counted[counted.slope_log10.notna()].itertuples():
         deaths, births = series[row.area_code]
         years = 2005 + np.arange(len(deaths))
@@ -511,8 +511,9 @@ def test_the_poisson_rows_are_statsmodels_poisson_glms_with_the_scale_floored_at
         assert abs(row.slope_log10 * ln10 - glm.params[1]) < 1e-9
         assert_allclose(row.intercept_log10 * ln10 - np.log(1000), glm.params[0], rtol=1e-9)
         assert_allclose(row.dispersion, glm.scale, rtol=1e-9)
-        # Over-dispersed (Pearson phi > 1): quasi-Poisson, t(n - 2). Otherwise the Poisson
-        # variance itself (statsmodels' scale = 1) and the normal: a scale below 1 is not used.
+        # Over-dispersed (Pearson phi > 1): quasi-Poisson, t(n - 2). Otherwise the scale is
+        # floored at 1 and the class needs both the Poisson test (statsmodels' scale = 1, the
+        # normal) and the quasi-Poisson one: the less significant of the two is published.
         over = glm.scale > 1
         poisson_se = glm.bse[1] / np.sqrt(glm.scale)  # statsmodels' se at scale = 1
         n_over += over
@@ -520,14 +521,20 @@ def test_the_poisson_rows_are_statsmodels_poisson_glms_with_the_scale_floored_at
         e = glm.resid_pearson
         r = np.sum(e[1:] * e[:-1]) / np.sum(e * e)
         assert_allclose(row.rho, r, rtol=1e-8, atol=1e-12)
-        se = (glm.bse[1] if over else poisson_se) * np.sqrt((1 + r) / (1 - r) if r > 0 else 1.0)
+        inflation = np.sqrt((1 + r) / (1 - r) if r > 0 else 1.0)
+        tests = [(glm.bse[1] * inflation, stats.t(len(deaths) - 2))]
+        if not over:
+            tests.append((poisson_se * inflation, stats.norm()))
+        p_values = [2 * dist.sf(abs(glm.params[1] / se)) for se, dist in tests]
+        se, reference_dist = tests[int(np.argmax(p_values))]
         assert_allclose(row.slope_se * ln10, se, rtol=1e-8)
-        reference_dist = stats.t(len(deaths) - 2) if over else stats.norm()
-        assert_allclose(row.p_value, 2 * reference_dist.sf(abs(glm.params[1] / se)), rtol=1e-7)
+        assert_allclose(row.p_value, max(p_values), rtol=1e-7)
         c = reference_dist.ppf(0.975)
         assert_allclose(row.apc_ci95_lower, 100 * (np.exp(glm.params[1] - c * se) - 1), rtol=1e-7, atol=1e-9)
         assert_allclose(row.apc, 100 * np.expm1(glm.params[1]), rtol=1e-8, atol=1e-10)
+        n_quasi_binding += (not over) and int(np.argmax(p_values)) == 0
     assert 5 <= n_over <= len(counted) - 5  # both branches of the floor are compared
+    assert n_quasi_binding >= 1  # and below 1, a series where the quasi-Poisson test binds
 
 
 def test_a_count_series_without_a_finite_poisson_maximum_is_not_estimable():

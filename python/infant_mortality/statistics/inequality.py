@@ -726,8 +726,9 @@ def gradient_change_test(year, deaths, births, ridit) -> dict:
     """Is the Poisson gradient changing? The count model behind the yearly RIIs, pooled over the
     window: log mu_it = log n_it + a_t + (b + g (t - t_bar)) x_it (a level per year, the ridit
     slope moving linearly), fitted by Newton-Raphson. log RII_t = -b_t, so the log RII changes by
-    -g a year. As fct_trends' count model: the scale is the Pearson dispersion only when it
-    exceeds 1 (then t(N - T - 2)), else the Poisson variance and the normal.
+    -g a year. As fct_trends' count model: with a Pearson dispersion above 1 the quasi-Poisson
+    test (t(N - T - 2)); at or below 1 the scale is floored at 1 and the less significant of the
+    Poisson test (the normal) and the quasi-Poisson one is the test.
 
     Returns ``log_rii_slope`` (-g, natural log per year), its ``se``, ``p_value``,
     ``dispersion``, ``n_deaths`` and ``note`` (why nothing could be fitted); NaN when not estimable."""
@@ -763,11 +764,13 @@ def gradient_change_test(year, deaths, births, ridit) -> dict:
         return out
     mu = n * np.exp(design @ beta)
     phi = float(((d - mu) ** 2 / mu).sum() / df)
-    over = phi > 1
-    se = float(np.sqrt(np.linalg.inv(info)[-1, -1] * (phi if over else 1.0)))
-    reference = stats.t(df) if over else stats.norm()
-    out.update(log_rii_slope=-float(beta[-1]), se=se, dispersion=phi,
-               p_value=float(2 * reference.sf(abs(beta[-1]) / se)))
+    variance = float(np.linalg.inv(info)[-1, -1])
+    quasi_se = float(np.sqrt(phi * variance))
+    tests = [(quasi_se, float(2 * stats.t(df).sf(abs(beta[-1]) / quasi_se)))]
+    if phi <= 1:  # the scale floored at 1: the Poisson test must reject too
+        tests.append((float(np.sqrt(variance)), float(2 * stats.norm.sf(abs(beta[-1]) / np.sqrt(variance)))))
+    se, p_value = max(tests, key=lambda test: test[1])
+    out.update(log_rii_slope=-float(beta[-1]), se=se, dispersion=phi, p_value=p_value)
     return out
 
 
