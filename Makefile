@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUPERSET_PORT ?= 8088
 
-.PHONY: help warehouse test docs report superset bench bench-compare clean
+.PHONY: help warehouse test docs report superset calibrate bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
@@ -43,6 +43,16 @@ report: $(STAMP)
 ## published warehouse (`make warehouse` first); its own environment in .venv-superset/ (first run about 6 minutes).
 superset:
 	@$(PYTHON) bi/superset/start.py --port $(SUPERSET_PORT)
+
+## The trend rules' error rate and power by simulation on the build's own births (not part of
+## `make warehouse`; about 10 minutes on 2 cores): builds the development warehouse without the
+## test that reads the old calibration (rerun this after changing a trend rule or var), writes
+## seeds/trend_calibration.csv, then publishes marts.fct_trend_calibration.
+## Quick run: make calibrate ARGS='--null-replicates 40 --power-replicates 20'.
+calibrate: $(STAMP)
+	DBT_PROFILES_DIR=profiles $(BIN)/dbt build --quiet --exclude assert_headline_trend_rule_holds_its_size
+	$(BIN)/python -m infant_mortality.tools.calibrate --warehouse warehouse/dev/infant_mortality.duckdb $(ARGS)
+	$(BIN)/python -m infant_mortality.publish
 
 ## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
 ## BENCHMARKS.md and benchmarks/scale.{json,png}. About 20 minutes on 2 cores; needs ~25 GB of disk.
