@@ -134,8 +134,10 @@ published as (
         case when unavailable_reason is null then live_births end as live_births,
         case when unavailable_reason is null then count_basis end as count_basis,
         case when unavailable_reason is null then {{ rate('deaths', 'live_births', 'multiplier') }} end as rate_per_1000,
-        case when unavailable_reason is null then {{ poisson_rate_limit('lower', 'deaths', 'live_births', 'multiplier') }} end as ci95_lower,
-        case when unavailable_reason is null then {{ poisson_rate_limit('upper', 'deaths', 'live_births', 'multiplier') }} end as ci95_upper
+        case when unavailable_reason is null
+            then {{ poisson_rate_limit('lower', 'deaths', 'live_births', 'multiplier') }} end as ci95_lower,
+        case when unavailable_reason is null
+            then {{ poisson_rate_limit('upper', 'deaths', 'live_births', 'multiplier') }} end as ci95_upper
     from compared
 )
 

@@ -56,19 +56,20 @@ matched as (
         coalesce(communes.region_code, regions.region_code) as region_code
     from classified
     left join regions
-        on classified.area_level = 'region' and regions.region_code = lpad(cast(classified.code_number as varchar), 2, '0')
+        on classified.area_level = 'region' and lpad(cast(classified.code_number as varchar), 2, '0') = regions.region_code
     left join communes
-        on classified.area_level = 'commune' and communes.commune_code = classified.commune_code_as_read
+        on classified.area_level = 'commune' and classified.commune_code_as_read = communes.commune_code
 ),
 
 keyed as (
     select
-        case when area_code is not null then area_code
-            else error('Unknown territorial unit in ' || source_file || ' line ' || cast(source_line as varchar)
+        coalesce(
+            area_code,
+            error('Unknown territorial unit in ' || source_file || ' line ' || cast(source_line as varchar)
                 || ': codigo = ' || coalesce(codigo, '(blank)') || ', codigo_comuna = ' || coalesce(codigo_comuna, '(blank)')
                 || ', unidad_territorial = ' || coalesce(unidad_territorial, '(blank)')
                 || ' (expected 0 for Chile, a region code of the commune reference, or a commune code equal to codigo_comuna)')
-        end as area_code,
+        ) as area_code,
         area_level,
         coalesce(country_row_sex, 'total') as row_sex,
         *
@@ -83,8 +84,8 @@ with_keys as (
 
 select
     area_level,
-    coalesce({{ duplicate_key_stop([('area_level', 'area_level'), ('area_code', 'area_code'), ('row_sex', 'row_sex')]) }}, area_code)
-        as area_code,
+    {%- set unit_key = [('area_level', 'area_level'), ('area_code', 'area_code'), ('row_sex', 'row_sex')] %}
+    coalesce({{ duplicate_key_stop(unit_key) }}, area_code) as area_code,
     trim(unidad_territorial) as area_name,
     region_code,
     row_sex,
