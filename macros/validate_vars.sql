@@ -61,6 +61,7 @@ funnel_winsor_trim:      {type: number, min: 0, below: 0.5}
 peer_count:              {type: int, min: 1, max: 100}
 inequality_bootstrap_replicates: {type: int, min: 100}
 external_deaths_tolerance_percent: {type: number, above: 0}
+official_anchor_tolerance_percent: {type: number, above: 0}
 {%- endset -%}
 {{ return(fromyaml(spec_yaml)) }}
 {%- endmacro %}

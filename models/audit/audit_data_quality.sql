@@ -6,6 +6,8 @@
 {% do parts.append(ref('int_audit__commune_boundaries')) %}
 {# External anchor (issue 27): national deaths far from UN IGME's. #}
 {% do parts.append(ref('int_audit__external_benchmarks')) %}
+{# Official anchors (issue 42): a region's (the country's) rate far from MINSAL's. #}
+{% do parts.append(ref('int_audit__official_anchors')) %}
 
 {% for part in parts %}
 select

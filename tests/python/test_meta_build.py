@@ -35,7 +35,7 @@ def test_meta_build_records_the_bundled_build(bundled_warehouse):
     assert meta["dbt_version"] == dbt.version.__version__
     assert meta["duckdb_version"].lstrip("v") == duckdb.__version__
     assert meta["vital_source"] == "ine_aggregates"
-    assert meta["count_basis"] == "derived: INE deaths all ages - DEIS deaths aged 1+"
+    assert meta["count_basis"] == "derived: INE deaths all ages - DEIS deaths aged 1+; bias against MINSAL by region: fct_official_anchors"
     # The default scope (scope_regions: []) is every region in the input: Chile's 16 regions.
     assert _declared_vars()["scope_regions"] == []
     assert (meta["scope_regions"], meta["scope_year_start"], meta["scope_year_end"]) == (
