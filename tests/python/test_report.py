@@ -692,6 +692,28 @@ def check_page(browser: Browser, path: Path, width: int, fragment: str, shots: P
     assert [n for n in state["rows"] if n >= 0] and all(n > 0 for n in state["rows"] if n >= 0)
     # The page never scrolls sideways.
     assert state["scrollWidth"] <= width and state["clientWidth"] == width, state
+    if width < 600:
+        # On a phone every number of every shown table is on screen, beside its column's name
+        # (tables become cards), not hidden in a box that scrolls sideways. First rows of each.
+        cells = tab.eval("""Array.prototype.concat.apply([], Array.prototype.map.call(
+            document.querySelectorAll('table.data'), function (t) {
+              if (t.offsetParent === null || !t.tBodies.length) return [];
+              var out = [];
+              Array.prototype.slice.call(t.tBodies[0].rows, 0, 4).forEach(function (r) {
+                if (r.style.display === 'none') return;
+                Array.prototype.forEach.call(r.cells, function (c) {
+                  if (c.tagName !== 'TD' || getComputedStyle(c).display === 'none') return;
+                  var box = c.getBoundingClientRect();
+                  out.push([t.id, c.textContent, box.left, box.right, box.width,
+                            getComputedStyle(c, '::before').content, c.getAttribute('data-label')]);
+                });
+              });
+              return out; }))""")
+        tables = {c[0] for c in cells}
+        assert len(tables) >= 2 and any(tid.startswith("inequality-") for tid in tables), tables
+        for table_id, text, left, right, box_width, before, label in cells:
+            assert left >= 0 and right <= width + 0.5 and box_width > 0, (table_id, text, left, right)
+            assert label and before == f'"{label}"', (table_id, text, before, label)
     if shots is not None:
         tab.screenshot(shots / f"page-{width}.png", max_height=2600)
     return dict(state, ms=ms, tab=tab)

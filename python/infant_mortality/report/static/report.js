@@ -303,6 +303,7 @@
           body.appendChild(tr);
         });
         table.replaceChild(body, table.tBodies[0]);
+        labelCells(table);
         table.setAttribute('data-filled', '1');
         filterTable(table);
         applyColumns(table);
@@ -315,6 +316,24 @@
       scrollHints();
     });
   });
+  // Each cell carries its column's name: on a phone report.css lays every row out as a card of
+  // "column: value" lines (no number off screen). The roles keep the table's semantics for screen
+  // readers once CSS no longer displays it as a table.
+  function labelCells(table) {
+    var head = table.tHead ? Array.prototype.map.call(table.tHead.rows[0].cells, function (th) {
+      return th.textContent.trim(); }) : [];
+    table.setAttribute('role', 'table');
+    Array.prototype.forEach.call(table.querySelectorAll('thead, tbody'), function (g) { g.setAttribute('role', 'rowgroup'); });
+    Array.prototype.forEach.call(table.rows, function (r) {
+      r.setAttribute('role', 'row');
+      Array.prototype.forEach.call(r.cells, function (c, i) {
+        if (c.tagName === 'TH') { c.setAttribute('role', c.getAttribute('scope') === 'row' ? 'rowheader' : 'columnheader'); return; }
+        c.setAttribute('role', 'cell');
+        if (head[i]) c.setAttribute('data-label', head[i]);
+      });
+    });
+  }
+  document.querySelectorAll('table.data').forEach(labelCells);
   // Column chooser: the unticked columns of a table are hidden.
   function applyColumns(table) {
     var boxes = document.querySelectorAll('input[data-table="' + table.id + '"][data-col]');
