@@ -46,4 +46,4 @@ from communes
 inner join areas
     on communes.indicator = areas.indicator
     and communes.year = areas.year
-    and (areas.area_code = communes.region_code or areas.area_level = 'country')
+    and (communes.region_code = areas.area_code or areas.area_level = 'country')
