@@ -48,6 +48,8 @@ implausible_rate_per_1000: {type: number, above: 0}
 implausible_rate_min_deaths: {type: int, min: 0}
 derived_count_tolerance: {type: int, min: 0}
 max_plausible_count:     {type: int, min: 1}
+max_births_ratio:        {type: number, above: 1}
+births_ratio_margin:     {type: int, min: 0}
 benchmark_min_deaths:    {type: int, min: 0}
 benchmark_communes:      {type: code_list, digits: 5}
 deis_zip_max_member_bytes: {type: int, min: 1}

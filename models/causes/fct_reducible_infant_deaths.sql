@@ -40,6 +40,15 @@ commune_years as (
     group by counted.commune_code, counted.region_code, counted.year, counted.infant_deaths
 ),
 
+-- The region-years and country-years with a rate (core's int_area_commune_years, the one
+-- availability rule of every aggregate of communes, issue 41): only they are summed, so an
+-- area-year with a commune missing is no silently smaller sum, and a period pools the years
+-- fct_area_period_rates pools.
+available_areas as (
+    select distinct area_level, area_code, year from {{ ref('int_area_commune_years') }}
+    where indicator = 'imr' and area_is_available
+),
+
 {#- The counts summed over areas and years. -#}
 {% set count_columns = ['infant_deaths', 'cause_unknown_deaths', 'cause_invalid_deaths', 'icd9_coded_deaths'] %}
 {% for group in reducible_groups + other_groups %}{% do count_columns.append(group ~ '_deaths') %}{% endfor %}
@@ -65,6 +74,9 @@ area_years as (
         sum({{ column }}) as {{ column }}{{ "," if not loop.last }}
         {%- endfor %}
     from commune_years
+    where exists (select 1 from available_areas
+        where available_areas.area_level = 'region' and available_areas.area_code = commune_years.region_code
+            and available_areas.year = commune_years.year)
     group by region_code, year
     union all
     select
@@ -76,6 +88,8 @@ area_years as (
         sum({{ column }}) as {{ column }}{{ "," if not loop.last }}
         {%- endfor %}
     from commune_years
+    where exists (select 1 from available_areas
+        where available_areas.area_level = 'country' and available_areas.year = commune_years.year)
     group by year
 ),
 

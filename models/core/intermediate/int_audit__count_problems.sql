@@ -1,5 +1,6 @@
 -- One audit row per commune-year count that cannot give a rate, in either input mode, and one
--- per region or country year whose rate is unavailable because of the communes inside, naming them.
+-- per region or country year whose rate is unavailable because of the communes inside, naming them;
+-- and one per unreadable line of the population file (the births check's yardstick).
 with problems as (
     select * from {{ ref('int_commune_year_counts') }}
     where count_problem is not null
@@ -29,7 +30,11 @@ commune_rows as (
         indicator,
         count_problem as check_name,
         'deaths=' || coalesce(cast(deaths as varchar), 'missing')
-            || ' live_births=' || coalesce(cast(live_births as varchar), 'missing') as observed_value,
+            || ' live_births=' || coalesce(cast(live_births as varchar), 'missing')
+            || case when count_problem = 'implausible_births'
+                then ' population_aged_0=' || coalesce(cast(age_0_population as varchar), 'missing')
+                    || ' median_births_of_its_series=' || cast(series_median_births as varchar)
+                else '' end as observed_value,
         cast(1 as bigint) as records_affected,
         case
             when count_problem = 'commune_unknown'
@@ -77,8 +82,33 @@ area_rows as (
         and area_problems.indicator = blocking.indicator
     group by area_problems.area_level, area_problems.area_code, area_problems.year,
         area_problems.indicator, area_problems.count_problem, area_problems.deaths, area_problems.live_births
+),
+
+-- A population line that cannot be read, in a year with counts: the births of that commune-year
+-- are held to their own series only (no population yardstick).
+population_rows as (
+    select
+        'ine_population' as source,
+        source_file,
+        source_line,
+        source_file || ':' || cast(source_line as varchar) as record_key,
+        commune_code,
+        year,
+        cast(null as varchar) as indicator,
+        parse_problem as check_name,
+        'line: ' || raw_line as observed_value,
+        cast(1 as bigint) as records_affected,
+        'population line not read: the births of its commune-year are checked against their own series only'
+            as consequence,
+        false as affects_results
+    from {{ ref('stg_ine__population') }}
+    where parse_problem is not null and parse_problem <> 'blank_line'
+        and (year is null or year between (select min(year) from {{ ref('int_commune_year_counts') }})
+            and (select max(year) from {{ ref('int_commune_year_counts') }}))
 )
 
 select * from commune_rows
 union all
 select * from area_rows
+union all
+select * from population_rows

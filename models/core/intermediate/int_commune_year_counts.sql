@@ -5,7 +5,12 @@
 -- cannot give a rate, and the marts turn that into an unavailable rate. `is_poolable` says
 -- whether the counts may still enter the region's and the country's sums (methods.md, "Input checks, plausibility and pooling"):
 -- only counts that exist, with a derived count outside [0, live births] by at most
--- var('derived_count_tolerance') deaths and no implausible rate.
+-- var('derived_count_tolerance') deaths and no implausible rate or births.
+-- Births are held against the area, not only per line (issue 41): a commune-year whose births
+-- lie outside [yardstick / k - m, k x yardstick + m] (k = var max_births_ratio, m = var
+-- births_ratio_margin), for either yardstick, its population aged 0 (INE, stg_ine__population)
+-- or the median of its own births series, is `implausible_births`: no rate, not poolable, so no
+-- region, country or period is published from it.
 with counts as (
     -- From the input mode's folder (dbt_project.yml enables one): models/inputs/<mode>/.
     select * from {{ ref('int_input__commune_year_counts') }}
@@ -25,6 +30,15 @@ years as (
 
 expected as (
     {{ commune_year_grid('counts', 'years') }}
+),
+
+-- The population aged 0 of each commune-year (a line with a problem gives none: that
+-- commune-year is held to its own series only, and int_audit__count_problems reports the line).
+population as (
+    select commune_code, year, max(age_0_population) as age_0_population
+    from {{ ref('stg_ine__population') }}
+    where parse_problem is null
+    group by commune_code, year
 ),
 
 known_communes as (
@@ -66,10 +80,33 @@ all_communes as (
     select * from unknown_communes
 ),
 
+-- The two yardsticks of a commune-year's births: its population aged 0 and the median of the
+-- commune's births over the years read (one typo cannot move a median of three years or more).
+yardsticks as (
+    select
+        all_communes.*,
+        population.age_0_population,
+        -- Only a series of 3 years or more: the median of two is their mean, which one typo moves.
+        case when count(all_communes.live_births) over (partition by all_communes.commune_code, all_communes.indicator) >= 3
+            then median(all_communes.live_births) over (partition by all_communes.commune_code, all_communes.indicator)
+        end as series_median_births
+    from all_communes
+    left join population
+        on all_communes.commune_code = population.commune_code
+        and all_communes.year = population.year
+),
+
+{% set k = number_var('max_births_ratio') %}
+{% set m = int_var('births_ratio_margin') %}
+{% set outside = '(live_births > {k} * {y} + {m} or live_births < {y} / {k} - {m})' %}
+
 checked as (
     select
         *,
         coalesce(source_problem, case
+            when {{ outside.format(k=k, m=m, y='age_0_population') }}
+                or {{ outside.format(k=k, m=m, y='series_median_births') }}
+                then 'implausible_births'
             when deaths < 0 then 'negative_derived_count'
             when live_births = 0 then 'no_live_births'
             when deaths > live_births then 'deaths_exceed_births'
@@ -81,7 +118,7 @@ checked as (
         -- How far the count lies outside [0, live births] (0 inside it; null without counts).
         case when deaths is not null and live_births is not null
             then greatest(-deaths, deaths - live_births, 0) end as count_deviation
-    from all_communes
+    from yardsticks
 )
 
 select
@@ -95,8 +132,10 @@ select
     multiplier,
     input_mode.count_basis,
     count_problem,
+    cast(age_0_population as bigint) as age_0_population,
+    cast(series_median_births as double) as series_median_births,
     cast(count_deviation as bigint) as count_deviation,
-    coalesce(source_problem is null and count_problem is distinct from 'implausible_rate'
+    coalesce(source_problem is null and coalesce(count_problem, '') not in ('implausible_rate', 'implausible_births')
         and count_deviation <= {{ int_var('derived_count_tolerance') }}, false) as is_poolable
 from checked
 cross join (select distinct count_basis from counts) as input_mode

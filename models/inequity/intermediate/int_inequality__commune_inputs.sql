@@ -12,8 +12,14 @@
 -- A stratifier is measured in an area only when every region of the area has at least one
 -- usable value (income_poverty_2013 and social_priority_index_2019 cover only region 13);
 -- int_audit__covariates lists the regions left without measures.
-with area_year_counts as (
-    select * from {{ ref('int_area_year_counts') }}
+-- Each commune-year once per area it belongs to (its region; the country), with whether the
+-- area has a rate that year: core's int_area_commune_years, the one availability rule of every
+-- aggregate of communes (issue 41). A span in which the area has no available year has no rows.
+with member_years as (
+    select
+        area_level, area_code, commune_code, commune_name, region_code, indicator, multiplier, year,
+        deaths, live_births, is_published, area_is_available as in_area_count
+    from {{ ref('int_area_commune_years') }}
 ),
 
 analysis_periods as (
@@ -25,33 +31,18 @@ stratifier_values as (
     where problem is null
 ),
 
-commune_years as (
-    select
-        area_code as commune_code, area_name as commune_name, region_code, indicator, multiplier, year,
-        deaths, live_births, count_problem is null as is_published
-    from area_year_counts
-    where area_level = 'commune' and region_code is not null
-),
-
-area_years as (
-    select area_level, area_code, area_name, region_code, indicator, year,
-        count_problem is null as has_count
-    from area_year_counts
-    where area_level in ('region', 'country')
-),
-
 area_names as (
-    select distinct area_level, area_code, area_name from area_years
+    select distinct area_level, area_code, area_name from {{ ref('int_area_commune_years') }}
 ),
 
 single_years as (
     select distinct
-        area_years.year as period_start, area_years.year as period_end,
-        cast(area_years.year as varchar) as period_label, 'single_year' as period_kind
-    from area_years
+        member_years.year as period_start, member_years.year as period_end,
+        cast(member_years.year as varchar) as period_label, 'single_year' as period_kind
+    from member_years
     left join analysis_periods
-        on area_years.year = analysis_periods.period_start
-        and area_years.year = analysis_periods.period_end
+        on member_years.year = analysis_periods.period_start
+        and member_years.year = analysis_periods.period_end
     where analysis_periods.period_start is null
 ),
 
@@ -61,17 +52,15 @@ periods as (
     select * from single_years
 ),
 
--- Each commune-year once per area it belongs to (its region; the country), with whether the
--- area has a count that year.
-member_years as (
-    select
-        area_years.area_level, area_years.area_code, commune_years.*,
-        area_years.has_count as in_area_count
-    from commune_years
-    inner join area_years
-        on commune_years.indicator = area_years.indicator
-        and commune_years.year = area_years.year
-        and (commune_years.region_code = area_years.area_code or area_years.area_level = 'country')
+-- The spans in which the area has at least one year with a rate (fct_area_period_rates pools those).
+available_spans as (
+    select member_years.area_level, member_years.area_code, member_years.indicator,
+        periods.period_start, periods.period_end
+    from member_years
+    inner join periods on member_years.year between periods.period_start and periods.period_end
+    group by member_years.area_level, member_years.area_code, member_years.indicator,
+        periods.period_start, periods.period_end
+    having bool_or(member_years.in_area_count)
 ),
 
 {% set counted = 'member_years.in_area_count and ' %}
@@ -90,6 +79,12 @@ area_rows as (
             as unpublished_live_births
     from member_years
     inner join periods on member_years.year between periods.period_start and periods.period_end
+    inner join available_spans
+        on member_years.area_level = available_spans.area_level
+        and member_years.area_code = available_spans.area_code
+        and member_years.indicator = available_spans.indicator
+        and periods.period_start = available_spans.period_start
+        and periods.period_end = available_spans.period_end
     group by member_years.area_level, member_years.area_code, member_years.commune_code,
         member_years.commune_name, member_years.region_code, member_years.indicator, member_years.multiplier,
         periods.period_start, periods.period_end, periods.period_label, periods.period_kind

@@ -130,7 +130,11 @@ OUTPUT_COLUMNS = KEYS + [
 
 
 def _with_areas(communes: pd.DataFrame) -> pd.DataFrame:
-    """Each commune row twice: in its region and in the country (`CL`)."""
+    """Each commune row twice: in its region and in the country (`CL`); rows that already name
+    their area (area_level `region` or `country`, one row per area a commune-year enters, as
+    core's int_area_commune_years gives them) are taken as they are."""
+    if "area_level" in communes.columns and communes["area_level"].isin(["region", "country"]).all():
+        return communes
     region = communes.assign(area_level="region", area_code=communes["region_code"])
     country = communes.assign(area_level="country", area_code="CL")
     return pd.concat([region, country], ignore_index=True)
@@ -178,8 +182,10 @@ def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates
 
     ``yearly``: region_code, indicator, multiplier, year, deaths, live_births (one row per
     commune-year); ``pooled``: region_code, indicator, multiplier, period_start, period_end,
-    deaths, live_births (one row per commune and analysis period). An area-span with fewer than
-    two such communes has no row.
+    deaths, live_births (one row per commune and analysis period). Each row enters its region
+    and the country, unless the frames already carry area_level (`region`, `country`) and
+    area_code: then each row enters the area it names only (so that an area-year without a rate
+    of its own can be left out). An area-span with fewer than two such communes has no row.
     """
     rows, yearly_variance = [], {}
     for key, measures in _measured(_area_groups(yearly, ["year"]), replicates):
