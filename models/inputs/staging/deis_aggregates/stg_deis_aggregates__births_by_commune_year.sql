@@ -6,7 +6,8 @@
 -- that a test can hold the two mappings equal. A current commune read twice in one year (two
 -- old codes of one commune, or a repeated line) stops the build here, naming both lines: its
 -- births would otherwise be summed.
-{% set header = 'anio,codigo_comuna,nombre_comuna,codigo_comuna_fuente,nacimientos,nac_madre_14_o_menos,nac_madre_15_16,nac_madre_17_19,nac_madre_20_o_mas_o_sin_dato' %}
+{% set header = 'anio,codigo_comuna,nombre_comuna,codigo_comuna_fuente,nacimientos,'
+    ~ 'nac_madre_14_o_menos,nac_madre_15_16,nac_madre_17_19,nac_madre_20_o_mas_o_sin_dato' %}
 {% set key = [('year', 'year'), ('commune_code', 'commune')] %}
 with lines as (
     {{ raw_text_lines(source('deis_aggregates', 'births_by_commune_year'), header) }}
@@ -51,7 +52,8 @@ checked as (
             when commune_code_mapping = 'unsourced' then 'commune_code_unmapped'
             when commune_code not in (select codigo_comuna from {{ ref('communes_chile') }}) then 'commune_unknown'
             when live_births is null then 'count_not_whole_number'
-            when live_births_by_mother_age is distinct from live_births then 'mother_age_groups_do_not_add_up'
+            when live_births_by_mother_age is null or live_births_by_mother_age <> live_births
+                then 'mother_age_groups_do_not_add_up'
             when is_unterminated_last_line then 'last_line_unterminated'
         end as parse_problem
     from mapped
