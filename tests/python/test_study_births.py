@@ -98,3 +98,28 @@ def test_the_bundle_and_the_ine_births_are_compared_not_chosen_between(study):
         where region_code = '13' and year <= 2014""")
     # data/README.md of the source: 224 of the 260 RM commune-years 2010-2014 identical, none off by more than 4.
     assert rm == (36, 260, 4)
+
+
+def test_the_continuity_test_catches_births_put_under_the_wrong_commune(tmp_path):
+    # La Unión's and Futrono's births of 2006 swapped (as a crosswalk swapping 10503 and 10504
+    # would count them): every line still parses and agrees with the derived codes, and only the
+    # continuity across the 2007 recode sees it.
+    import shutil
+
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
+    bundle = raw / "deis_births_by_commune_year_2001_2016.csv"
+    lines = bundle.read_text(encoding="utf-8").split("\n")
+    (la_union,), (futrono,) = ([i for i, line in enumerate(lines) if line.startswith(f"2006,{code},")]
+                               for code in ("14201", "14202"))
+    head = lambda line: line.split(",")[:4]  # noqa: E731
+    tail = lambda line: line.split(",")[4:]  # noqa: E731
+    lines[la_union], lines[futrono] = (",".join(head(lines[la_union]) + tail(lines[futrono])),
+                                       ",".join(head(lines[futrono]) + tail(lines[la_union])))
+    bundle.write_text("\n".join(lines), encoding="utf-8")
+    result = run_dbt(["build", "--select", "+stg_deis_aggregates__births_by_commune_year",
+                      "assert_bundled_births_continuous_across_recodes"],
+                     tmp_path / "swapped.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    assert result.returncode != 0
+    assert "Failure in test assert_bundled_births_continuous_across_recodes" in result.stdout
+    assert "Failure in test stg_deis_aggregates__births_by_commune_year" not in result.stdout
