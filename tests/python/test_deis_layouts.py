@@ -135,3 +135,14 @@ def test_births_are_reconciled_with_regional_control_totals(mixed):
         select record_key, observed_value, records_affected from marts.audit_data_quality
         where check_name = 'births_control_difference'""")
     assert rows == [("region=13 year=2015", "control 5, counted 4", 1)]
+
+
+def test_the_audit_names_the_births_file_that_fed_each_year(mixed):
+    # A births path given: the user's files are the births of every year (never the bundle).
+    rows = query(mixed, """
+        select year, source, regexp_extract(observed_value, '[^/]+$') from marts.audit_data_quality
+        where check_name = 'births_source' order by year""")
+    assert rows == [(2015, "deis_births_microdata", "nac_2015.csv"), (2016, "deis_births_microdata", "nac_2016.csv"),
+                    (2017, "deis_births_microdata", "nacimientos_2017_compact.csv")]
+    (basis,), = query(mixed, "select distinct count_basis from marts.fct_area_year_rates")
+    assert basis == "DEIS microdata: death and birth records"
