@@ -68,9 +68,16 @@
     `old_code` as read in year `year` -> current code (seed commune_code_crosswalk). The official-
     figures deaths file is recoded to current codes by DEIS, so it never goes through it. -#}
 {% macro deis_crosswalk_join(alias, code_column, year_column, layout_column) -%}
+    {{ commune_crosswalk_join(alias, code_column, year_column) }}
+        and {{ layout_column }} in ('deaths_per_year', 'births_per_year_base', 'births_compact')
+{%- endmacro %}
+
+{#- The one rule of the crosswalk: code `code_column` read in year `year_column` is the old code of
+    a row whose years include it. Any input holding the codes in force in their year uses it (the
+    per-year DEIS layouts above, the bundled births by commune 2001-2016). -#}
+{% macro commune_crosswalk_join(alias, code_column, year_column) -%}
     left join {{ ref('commune_code_crosswalk') }} as {{ alias }}
-        on {{ layout_column }} in ('deaths_per_year', 'births_per_year_base', 'births_compact')
-        and {{ alias }}.old_code = {{ code_column }}
+        on {{ alias }}.old_code = {{ code_column }}
         and {{ year_column }} between coalesce({{ alias }}.valid_from_year, 0) and {{ alias }}.valid_to_year
 {%- endmacro %}
 

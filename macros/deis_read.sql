@@ -108,6 +108,10 @@
     with the reason when the path cannot be read safely or holds no DEIS file. -#}
 {% macro deis_inspect(kind) -%}
     {%- set path = checked_var('deis_' ~ kind ~ '_path') -%}
+    {%- if kind == 'births' and deis_births_from_bundle() -%}
+        {#- No births file: the bundled births by commune feed the years they cover. -#}
+        {{ return({'files': [], 'entries': []}) }}
+    {%- endif -%}
     {%- if not path -%}
         {{ exceptions.raise_compiler_error(
             "vital_source is deis_microdata but var 'deis_" ~ kind ~ "_path' is not set: "
@@ -137,7 +141,8 @@
 
 
 {#- count_basis of a warehouse built from the microdata: files written by imr-generate-deis
-    (names starting synthetic_deis_) make the whole build say it is synthetic. -#}
+    (names starting synthetic_deis_) make the whole build say it is synthetic; without a births
+    file it says the births are the bundled ones (real, by commune, 2001-2016). -#}
 {% macro deis_count_basis() -%}
     {%- set generated = [] -%}
     {%- if execute -%}
@@ -147,10 +152,28 @@
             {%- endfor -%}
         {%- endfor -%}
     {%- endif -%}
+    {%- if deis_births_from_bundle() -%}
+        {%- set deaths = 'GENERATED DEIS-layout microdata (synthetic): death records, not official figures'
+            if generated else 'DEIS microdata: death records' -%}
+        {{ return(deaths ~ '; live births: bundled DEIS births by commune 2001-2016 (' ~ deis_births_bundle_file() ~ ')') }}
+    {%- endif -%}
     {%- if generated -%}
         {{ return('GENERATED DEIS-layout microdata (synthetic): death and birth records, not official figures') }}
     {%- endif -%}
     {{ return('DEIS microdata: death and birth records') }}
+{%- endmacro %}
+
+
+{#- Microdata mode with var deis_births_path empty: the births are the bundled births by commune
+    (stg_deis_aggregates__births_by_commune_year) for the years they cover; a births file of the
+    user's, when given, is the only births source. -#}
+{% macro deis_births_from_bundle() -%}
+    {{ return(var('vital_source') == 'deis_microdata' and not checked_var('deis_births_path')) }}
+{%- endmacro %}
+
+{#- The bundled births file's name, as count_basis and the audit cite it. -#}
+{% macro deis_births_bundle_file() -%}
+    {{ return('data/raw/deis_births_by_commune_year_2001_2016.csv') }}
 {%- endmacro %}
 
 

@@ -10,7 +10,7 @@ tests/data/deis/mixed/ holds one file per layout, written by hand:
 
 Counts worked out by hand from those lines (comments in the files' generator below each case):
 2015 deaths (per-year layout): Chillán as 08401: 5 hours, 10 days, 3 months, blank unit, unit 9;
-Ñuñoa: 0 years, 45 years, 2 days (REG_RES 5, disagreeing); 2005 01401 (Tamarugal: unmappable); 2019 08401.
+Ñuñoa: 0 years, 45 years, 2 days (REG_RES 5, disagreeing); 2009 01106 (Pozo Almonte's code until 2007); 2019 08401.
 2016 deaths: Chillán 16101 0 hours, 28 days; Ñuñoa 11 months, 70 years. 2017: Ñuñoa 7 days, unit 0.
 Births: 2015 Chillán 08401 x4, Bulnes 08402 x1, Ñuñoa x4 (one with REG_RES 8); 2016 Chillán 08401
 x3, Ñuñoa x2; 2017 Chillán 16101 x2, Ñuñoa x5.
@@ -102,10 +102,10 @@ def test_historical_codes_count_under_the_current_commune_and_the_mapping_is_aud
         ("deis_births_microdata", "code 08402 in 2015", "16102", 1),
         ("deis_deaths_microdata", "code 08401 in 2015", "16101", 5),
     ]
-    # Outside its validity 08401 is no commune; a Tamarugal code (014xx) before 2008 cannot be mapped.
+    # Outside its validity an old code is no commune: 08401 in 2019, Pozo Almonte's 01106 in 2009.
     problems = dict(query(mixed, """
-        select year_as_read, record_problem from staging.stg_deis__deaths where year_as_read in ('2005', '2019')"""))
-    assert problems == {"2005": "commune_code_unmapped", "2019": "commune_unknown"}
+        select year_as_read, record_problem from staging.stg_deis__deaths where year_as_read in ('2009', '2019')"""))
+    assert problems == {"2009": "commune_unknown", "2019": "commune_unknown"}
 
 
 def test_unknown_age_units_are_audited_and_in_no_indicator(mixed):
@@ -135,3 +135,14 @@ def test_births_are_reconciled_with_regional_control_totals(mixed):
         select record_key, observed_value, records_affected from marts.audit_data_quality
         where check_name = 'births_control_difference'""")
     assert rows == [("region=13 year=2015", "control 5, counted 4", 1)]
+
+
+def test_the_audit_names_the_births_file_that_fed_each_year(mixed):
+    # A births path given: the user's files are the births of every year (never the bundle).
+    rows = query(mixed, """
+        select year, source, regexp_extract(observed_value, '[^/]+$') from marts.audit_data_quality
+        where check_name = 'births_source' order by year""")
+    assert rows == [(2015, "deis_births_microdata", "nac_2015.csv"), (2016, "deis_births_microdata", "nac_2016.csv"),
+                    (2017, "deis_births_microdata", "nacimientos_2017_compact.csv")]
+    (basis,), = query(mixed, "select distinct count_basis from marts.fct_area_year_rates")
+    assert basis == "DEIS microdata: death and birth records"

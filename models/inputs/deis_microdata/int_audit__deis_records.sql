@@ -245,6 +245,28 @@ icd9_rows as (
     group by year
 ),
 
+-- Which source fed the births of each year (int_deis__file_years): the user's births files, or,
+-- without any (var deis_births_path empty), the bundled births by commune 2001-2016.
+births_source_rows as (
+    select
+        case when source_file = {{ sql_string(deis_births_bundle_file()) }} then 'deis_births_bundle'
+            else 'deis_births_microdata' end as source,
+        cast(null as varchar) as source_file, cast(null as bigint) as source_line,
+        'births of ' || cast(year as varchar) as record_key,
+        cast(null as varchar) as commune_code, year, cast(null as varchar) as indicator,
+        'births_source' as check_name,
+        source_file as observed_value,
+        records as records_affected,
+        case when source_file = {{ sql_string(deis_births_bundle_file()) }}
+            then 'live births of the year from the bundled DEIS births by commune (no births file given): '
+                || 'records_affected is the bundle''s births of the year in all regions, not records'
+            else 'live births of the year counted from the records of this births file' end as consequence,
+        false as affects_results
+    -- One file per kind and year (int_deis__input_checks stops the build otherwise).
+    from {{ ref('int_deis__file_years') }}
+    where kind = 'births'
+),
+
 -- records_read = records_assigned + the records of the unassignable checks.
 input_totals as (
     select
@@ -293,3 +315,5 @@ union all
 select * from cause_totals
 union all
 select * from icd9_rows
+union all
+select * from births_source_rows

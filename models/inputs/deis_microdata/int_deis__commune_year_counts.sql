@@ -6,6 +6,8 @@
 -- The input checks run first: a file whose lines were not all read, a malformed record (by
 -- default) or two births files of one year stop the build there.
 -- depends_on: {{ ref('int_deis__input_checks') }}
+-- depends_on: {{ ref('stg_deis_aggregates__births_by_commune_year') }}
+-- depends_on: {{ ref('int_deis__file_years') }}
 
 with assignable_deaths as (
     select
@@ -52,6 +54,24 @@ births as (
     from {{ ref('stg_deis__births') }}
     where {{ deis_is_assignable('record_problem', 'birth_year') }}
     group by commune_code, birth_year
+    {%- if deis_births_from_bundle() %}
+    -- No births file: the bundled births by commune (real, 2001-2016; every line read, or its
+    -- test has stopped the build), counted under the current commune through the crosswalk, in
+    -- the years the deaths cover (int_deis__file_years) and the regions they hold: as with files
+    -- of both kinds, a region without any death record is not in the input (a regional extract),
+    -- and its births alone would make zero deaths of it.
+    union all
+    select bundle.commune_code, bundle.year, bundle.live_births
+    from {{ ref('stg_deis_aggregates__births_by_commune_year') }} as bundle
+    inner join {{ ref('stg_reference__communes') }} as communes on bundle.commune_code = communes.commune_code
+    where bundle.year in (select year from {{ ref('int_deis__file_years') }} where kind = 'births')
+        and communes.region_code in (
+            select death_communes.region_code
+            from deaths
+            inner join {{ ref('stg_reference__communes') }} as death_communes
+                on deaths.commune_code = death_communes.commune_code
+        )
+    {%- endif %}
 ),
 
 commune_years as (

@@ -633,7 +633,7 @@ def _birth_template(year: int, code: str, name: str, region: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 # The per-year bases carry the codes in force in their year: before Ñuble (2018), Marga Marga
-# (2010), Arica y Parinacota and Los Ríos (2007) their communes had the older codes of the
+# (2010), Arica y Parinacota, Los Ríos and Tamarugal (2007) their communes had the older codes of the
 # project's crosswalk seed, which holds the official pairs and the last year of each old code.
 def historical_codes(project_dir: Path) -> dict[str, tuple[str, int]]:
     """Current code -> (old code, last year it may appear) for every renumbered commune."""
