@@ -653,14 +653,21 @@ def test_the_projects_own_releases_and_a_fresh_folder_are_still_published(publis
     folder = path.parent
     (folder / ".infant_mortality-warehouse").unlink()  # a release layout from before the marker
     (folder / "notes.txt").write_text("mine")
+    (folder / "releases" / "kept-by-hand").mkdir()  # not a release: never collected
+    (folder / "releases" / "kept-by-hand" / "x.txt").write_text("mine")
+    half_deleted = folder / "releases" / "20200101T000000Z-abcdef"  # a collection killed after RELEASE.json went
+    (half_deleted / "parquet").mkdir(parents=True)
+    (half_deleted / "parquet" / "dim_commune.parquet").write_bytes(b"PAR1")
     before = release_state(folder)["release"]
-    time.sleep(1.1)  # release ids start with the second
-    process = start_release(published.path, path)
-    out, err = process.communicate(timeout=120)
-    assert process.returncode == 0, err
-    assert release_state(folder)["release"] == out.split()[-1] != before
-    assert (folder / ".infant_mortality-warehouse").is_file() and (folder / "notes.txt").read_text() == "mine"
-    assert sorted(p.name for p in (folder / "releases").iterdir()) == sorted([before, out.split()[-1]])
+    for _ in range(2):  # the second publish collects the first release but the folder by hand
+        time.sleep(1.1)  # release ids start with the second
+        process = start_release(published.path, path)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert release_state(folder)["release"] == out.split()[-1] != before
+        assert (folder / ".infant_mortality-warehouse").is_file() and (folder / "notes.txt").read_text() == "mine"
+        assert (folder / "releases" / "kept-by-hand" / "x.txt").read_text() == "mine"
+        assert len(list((folder / "releases").iterdir())) == 3 and not half_deleted.exists()
 
     fresh = tmp_path / "fresh"
     fresh.mkdir()

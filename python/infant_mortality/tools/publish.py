@@ -519,12 +519,18 @@ def _is_release(release_dir: Path) -> bool:
     return isinstance(manifest, dict) and manifest.get("release_id") == release_dir.name
 
 
+# The name `new_release_id()` gives a release (and `legacy-` + it, an adopted one).
+RELEASE_NAME = re.compile(r"(legacy-)?\d{8}T\d{6}Z-[0-9a-f]{6}")
+
+
 def _collect_old_releases(paths: Paths, keep: set[str]) -> None:
-    """Delete every release but `keep` (open connections keep reading deleted files); a folder
-    that is not a release (no RELEASE.json naming it) is not ours to delete."""
+    """Delete every release but `keep` (open connections keep reading deleted files). A release
+    is a folder whose RELEASE.json names it, or one named as releases are (a release whose
+    deletion was killed may have lost its RELEASE.json); any other folder is not ours to delete."""
     for release_dir in paths.releases.iterdir():
         if (release_dir.is_dir() and not release_dir.is_symlink() and not release_dir.name.startswith(".")
-                and release_dir.name not in keep and _is_release(release_dir)):
+                and release_dir.name not in keep
+                and (RELEASE_NAME.fullmatch(release_dir.name) or _is_release(release_dir))):
             shutil.rmtree(release_dir, ignore_errors=True)
 
 
