@@ -576,6 +576,109 @@ def test_a_warehouse_of_the_previous_layout_is_adopted_without_a_moment_of_misma
         p.name for p in published.parquet.glob("*.parquet"))
 
 
+def tree(folder: Path) -> dict:
+    """Every path under `folder` (hidden ones too): a link's target, a file's SHA-256, or a folder."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        relative = str(path.relative_to(folder))
+        if path.is_symlink():
+            found[relative] = ("link", os.readlink(path))
+        elif path.is_file():
+            found[relative] = ("file", sha256(path))
+        else:
+            found[relative] = ("dir",)
+    return found
+
+
+def analysts_database(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(path)) as con:
+        con.execute("create schema marts")  # even a schema called marts: it is still not ours
+        con.execute("create table marts.my_cohort as select range as id from range(10)")
+
+
+# What an analyst may have where IMR_DUCKDB_PATH points: (the published path's name, a set-up of
+# the folder, the path the refusal must name). Each was replaced or deleted by a publish, exit 0.
+FOREIGN = {
+    "their database at the published path": (
+        "mine.duckdb", lambda f: analysts_database(f / "mine.duckdb"), "mine.duckdb"),
+    "their database and parquet/ folder": (
+        "mine.duckdb", lambda f: (analysts_database(f / "mine.duckdb"), (f / "parquet").mkdir(),
+                                  (f / "parquet" / "cohort.parquet").write_bytes(b"PAR1 not ours")),
+        "mine.duckdb"),
+    "their parquet/ folder beside a new path": (
+        NAME, lambda f: ((f / "parquet").mkdir(parents=True), (f / "parquet" / "cohort.parquet").write_bytes(b"PAR1")),
+        "parquet"),
+    "their gis/ folder": (
+        NAME, lambda f: ((f / "gis").mkdir(parents=True), (f / "gis" / "roads.gpkg").write_bytes(b"layer")), "gis"),
+    "their releases/ folder": (
+        NAME, lambda f: ((f / "releases" / "v1").mkdir(parents=True), (f / "releases" / "v1" / "paper.pdf").write_bytes(b"%PDF")),
+        "releases"),
+    "a current file": (
+        NAME, lambda f: (f.mkdir(parents=True), (f / "current").write_text("their notes")), "current"),
+    "another tool's .build/ folder": (
+        NAME, lambda f: ((f / ".build").mkdir(parents=True), analysts_database(f / ".build" / "cache.duckdb")), ".build"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOREIGN))
+def test_publish_refuses_a_folder_holding_files_it_did_not_write_and_changes_nothing(tmp_path, case):
+    # Publishing once took an analyst's database at IMR_DUCKDB_PATH over as a "legacy release"
+    # and deleted it at the next publish, and replaced parquet/ and gis/ folders, exit code 0.
+    name, make, named = FOREIGN[case]
+    folder = tmp_path / "analysis"
+    make(folder)
+    (folder / "notes.txt").write_text("mine")
+    before = tree(folder)
+    result = run_publish(folder / name)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1, (case, result.stdout[-2000:], result.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith("publish FAILED: "), lines
+    assert str(folder / named) in lines[0] and "not a release this project published" in lines[0], lines
+    assert "nothing was changed" in lines[0] and "IMR_DUCKDB_PATH" in lines[0]
+    assert "Building release" not in result.stdout  # refused before a build
+    assert tree(folder) == before  # not one file, link or folder added, changed or removed
+    if named == ".build":  # the docs build writes and deletes under .build/ too
+        docs = run_publish(folder / name, "--docs-only")
+        assert docs.returncode == 1 and f"{folder / '.build'} is not a build folder this project made" in docs.stderr
+        assert tree(folder) == before
+
+
+def test_the_projects_own_releases_and_a_fresh_folder_are_still_published(published, tmp_path):
+    """Releases published before the ownership marker, and a folder with only unrelated files:
+    both are published into, the unrelated files left as they were."""
+    import time
+
+    path = copy_published(published.path, tmp_path)
+    folder = path.parent
+    (folder / ".infant_mortality-warehouse").unlink()  # a release layout from before the marker
+    (folder / "notes.txt").write_text("mine")
+    (folder / "releases" / "kept-by-hand").mkdir()  # not a release: never collected
+    (folder / "releases" / "kept-by-hand" / "x.txt").write_text("mine")
+    half_deleted = folder / "releases" / "20200101T000000Z-abcdef"  # a collection killed after RELEASE.json went
+    (half_deleted / "parquet").mkdir(parents=True)
+    (half_deleted / "parquet" / "dim_commune.parquet").write_bytes(b"PAR1")
+    before = release_state(folder)["release"]
+    for _ in range(2):  # the second publish collects the first release but the folder by hand
+        time.sleep(1.1)  # release ids start with the second
+        process = start_release(published.path, path)
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert release_state(folder)["release"] == out.split()[-1] != before
+        assert (folder / ".infant_mortality-warehouse").is_file() and (folder / "notes.txt").read_text() == "mine"
+        assert (folder / "releases" / "kept-by-hand" / "x.txt").read_text() == "mine"
+        assert len(list((folder / "releases").iterdir())) == 3 and not half_deleted.exists()
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "notes.txt").write_text("mine")
+    process = start_release(published.path, fresh / NAME)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert release_state(fresh)["release"] == out.split()[-1]
+    assert (fresh / "notes.txt").read_text() == "mine"
+
+
 # ---------------------------------------------------------------------------------------------
 # `dbt build` by hand
 

@@ -607,6 +607,36 @@ def test_a_warehouse_without_the_trend_mart_is_refused(bundled_warehouse, tmp_pa
     assert "marts.fct_trends" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def one_region_from_2016(tmp_path_factory) -> Path:
+    """A build the report must take too: one region (Aysén) from 2016 on, a four-year window,
+    too short for any joinpoint, so fct_trend_segments is empty."""
+    warehouse = tmp_path_factory.mktemp("report_short") / "aysen_2016.duckdb"
+    run_dbt(["build"], warehouse, {"scope_regions": [11], "scope_year_start": 2016})
+    return warehouse
+
+
+def test_report_builds_on_one_region_a_short_window_and_no_joinpoint_segments(one_region_from_2016, tmp_path):
+    # The report failed on a warehouse without joinpoint segments (trends_in_window selected no
+    # columns from an empty list).
+    warehouse = one_region_from_2016
+    assert query(warehouse, "select count(*) from marts.fct_trend_segments") == [(0,)]
+    assert query(warehouse, "select distinct period_start, period_end from marts.fct_trends") == [(2016, 2019)]
+    communes = {code for (code,) in query(warehouse, "select distinct area_code from marts.fct_trends "
+                                                     "where area_level = 'commune' and indicator = 'imr'")}
+    assert communes and {code[:2] for code in communes} == {"11"}
+    for lang in ("es", "en"):
+        out = tmp_path / f"report-{lang}.html"
+        assert report.main(["--warehouse", str(warehouse), "--output", str(out), "--lang", lang]) == 0
+        text = out.read_text(encoding="utf-8")
+        assert re.findall(r'<section class="region-block" data-region="(\d+)"', text) == ["11"]
+        drawn = figures(text)
+        assert {"fig-trends-11-imr", "fig-ranking-11", "fig-map-11", "fig-funnel-11"} <= set(drawn)
+        trend = drawn["fig-trends-11-imr"]
+        assert {t["meta"]["area_code"] for t in traces(trend, kind="rates")} == {"11", *communes}
+        assert not trend["layout"].get("shapes")  # no joinpoint to draw
+
+
 # --------------------------------------------------------------------------------------------
 # Several regions: the country section and the region selector (generated microdata)
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,13 @@ published files are never built in place, and they change with ONE atomic rename
 5. Releases other than the new and the previous one are deleted (open connections keep reading
    deleted files on Linux and macOS), and so are leftovers of interrupted publishes.
 
+Only what the project wrote is replaced or deleted. The first publish into a folder writes
+`.infant_mortality-warehouse` there before anything else; a folder without it is the project's only
+if it holds a release layout (publishes from before the marker) or a warehouse of the previous
+layout (`_is_previous_layout`). Anything else at a path publishing would replace or delete (an
+analyst's own database at `$IMR_DUCKDB_PATH`, a `parquet/` or `releases/` folder of theirs) makes
+it refuse before building, naming the paths, with nothing written.
+
 A failed build prints dbt's failure lines, exits non-zero, removes its incoming folder and leaves
 the published release untouched. The dbt subprocess dies with the publish process (Linux).
 
@@ -503,11 +510,149 @@ def _remove_leftovers(paths: Paths) -> None:
     shutil.rmtree(paths.build_dir / "parquet.tmp", ignore_errors=True)
 
 
+def _is_release(release_dir: Path) -> bool:
+    """A release this project wrote: a folder whose RELEASE.json names it."""
+    try:
+        manifest = json.loads((release_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("release_id") == release_dir.name
+
+
+# The name `new_release_id()` gives a release (and `legacy-` + it, an adopted one).
+RELEASE_NAME = re.compile(r"(legacy-)?\d{8}T\d{6}Z-[0-9a-f]{6}")
+
+
 def _collect_old_releases(paths: Paths, keep: set[str]) -> None:
-    """Delete every release but `keep` (open connections keep reading deleted files)."""
+    """Delete every release but `keep` (open connections keep reading deleted files). A release
+    is a folder whose RELEASE.json names it, or one named as releases are (a release whose
+    deletion was killed may have lost its RELEASE.json); any other folder is not ours to delete."""
     for release_dir in paths.releases.iterdir():
-        if release_dir.is_dir() and not release_dir.name.startswith(".") and release_dir.name not in keep:
+        if (release_dir.is_dir() and not release_dir.is_symlink() and not release_dir.name.startswith(".")
+                and release_dir.name not in keep
+                and (RELEASE_NAME.fullmatch(release_dir.name) or _is_release(release_dir))):
             shutil.rmtree(release_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Whose folder: publish replaces and deletes only what it wrote
+
+
+# Written into the warehouse folder by the first publish, before anything else: from then on the
+# release paths there (the stable links, current, releases/, .build/) are the project's to
+# replace. A folder without it is the project's only when it holds a release layout (publishes
+# from before the marker) or a warehouse of the previous layout (`_is_previous_layout`).
+OWNER_MARKER = ".infant_mortality-warehouse"
+OWNER_NOTE = (
+    "This folder holds releases published by `python -m infant_mortality.publish` (make warehouse).\n"
+    "Publishing replaces its links ({names}, current) and deletes old releases under releases/.\n"
+    "Keep files of your own elsewhere.\n"
+)
+
+
+def _is_release_layout(folder: Path) -> bool:
+    """`current` is a link to `releases/<id>`, a release of ours (publishes before the marker)."""
+    current = folder / "current"
+    if not current.is_symlink():
+        return False
+    target = Path(os.readlink(current))
+    return target.parent == Path("releases") and _is_release(folder / "releases" / target.name)
+
+
+def _is_previous_layout(paths: Paths) -> bool:
+    """A warehouse published before releases existed: a plain database file beside a plain
+    `parquet/` folder holding exactly one `<mart>.parquet` per table of its `marts` schema (what
+    that publish wrote), and no release yet. An analyst's own database has no such twin."""
+    parquet = paths.parquet_dir
+    if (not paths.published.is_file() or paths.published.is_symlink() or not parquet.is_dir()
+            or parquet.is_symlink() or paths.current.exists() or paths.current.is_symlink()):
+        return False
+    if paths.releases.exists() and (not paths.releases.is_dir() or any(  # an adoption killed half-way
+            not entry.name.startswith((INCOMING_PREFIX + "legacy-", "legacy-")) for entry in paths.releases.iterdir())):
+        return False
+    entries = list(parquet.iterdir())
+    if not entries or any(not e.is_file() or e.is_symlink() or e.suffix != ".parquet" for e in entries):
+        return False
+    try:
+        with duckdb.connect(str(paths.published), read_only=True) as con:
+            marts = {row[0] for row in con.execute(
+                "select table_name from duckdb_tables() where database_name = current_database() "
+                "and schema_name = ?", [MARTS_SCHEMA]).fetchall()}
+    except duckdb.Error:
+        return False
+    return bool(marts) and marts == {e.stem for e in entries}
+
+
+def _same_files(path: Path, released: Path) -> bool:
+    """`path` (a plain file or folder) is `released` by hard links: an adoption of the previous
+    layout killed before its links were made."""
+    try:
+        if path.is_file():
+            return released.is_file() and os.path.samefile(path, released)
+        if path.is_dir() and released.is_dir():
+            mine = sorted(p.relative_to(path) for p in path.rglob("*"))
+            if mine != sorted(p.relative_to(released) for p in released.rglob("*")):
+                return False
+            return all((path / r).is_dir() or os.path.samefile(path / r, released / r) for r in mine)
+    except OSError:
+        return False
+    return False
+
+
+def _ownership(paths: Paths) -> str:
+    """'own' (the marker, or a release layout), 'previous' (a warehouse of the previous layout,
+    to adopt) or 'new' (nothing of ours yet). Refuses, changing nothing, when a path publish
+    would replace or delete holds something it did not write."""
+    folder = paths.folder
+    if (folder / OWNER_MARKER).is_file() or _is_release_layout(folder):
+        state = "own"
+    elif _is_previous_layout(paths):
+        state = "previous"
+    else:
+        state = "new"
+
+    def present(path: Path) -> bool:
+        return path.exists() or path.is_symlink()
+
+    foreign = []
+    for name in _stable_names(paths):
+        path = folder / name
+        if not present(path):
+            continue
+        if state == "own" and path.is_symlink() and os.readlink(path) == f"current/{name}":
+            continue
+        if state == "own" and not path.is_symlink() and _same_files(path, paths.current / name):
+            continue
+        if state == "previous" and name in (paths.published.name, "parquet"):
+            continue
+        foreign.append(path)
+    if state == "own":
+        if present(paths.current) and not paths.current.is_symlink():
+            foreign.append(paths.current)
+        if present(paths.releases) and (paths.releases.is_symlink() or not paths.releases.is_dir()):
+            foreign.append(paths.releases)
+    else:
+        foreign += [path for path in (paths.current, paths.releases,
+                                      paths.published.with_name(paths.published.name + ".wal"))
+                    if present(path)]
+    if present(paths.build_dir) and not (paths.build_dir / ".publish.lock").is_file() and state != "own":
+        foreign.append(paths.build_dir)
+    if foreign:
+        listed = ", ".join(str(path) for path in foreign)
+        raise PublishError(
+            f"{listed} {'is' if len(foreign) == 1 else 'are'} not a release this project published "
+            f"(publish would replace or delete {'it' if len(foreign) == 1 else 'them'}); nothing was changed. "
+            f"Move {'it' if len(foreign) == 1 else 'them'} away, or set IMR_DUCKDB_PATH to a file in a folder "
+            "of its own (e.g. warehouse/infant_mortality.duckdb)"
+        )
+    return state
+
+
+def _claim(paths: Paths) -> None:
+    """The marker, written before the first release path: the folder is the project's from now."""
+    marker = paths.folder / OWNER_MARKER
+    if not marker.exists():
+        marker.write_text(OWNER_NOTE.format(names=", ".join(_stable_names(paths))))
 
 
 def _adopt_previous_layout(paths: Paths) -> None:
@@ -538,10 +683,15 @@ def _adopt_previous_layout(paths: Paths) -> None:
 def new_release(paths: Paths):
     """Under the publish lock, a fresh `releases/.incoming-<id>/` to build into; yields
     (release id, folder). The folder is removed on the way out unless `release()` renamed it."""
+    _refuse_if_writer(paths.published)  # fail fast, before spending a build
+    _ownership(paths)  # before the lock file: a folder of someone else's gets nothing written
     with _exclusive_publish(paths.build_dir):
-        _refuse_if_writer(paths.published)  # fail fast, before spending a build
-        _remove_leftovers(paths)
-        _adopt_previous_layout(paths)
+        state = _ownership(paths)
+        if state != "new":
+            _remove_leftovers(paths)
+        if state == "previous":
+            _adopt_previous_layout(paths)  # the marker after it: a killed adoption stays "previous"
+        _claim(paths)
         release_id = new_release_id()
         incoming = paths.releases / (INCOMING_PREFIX + release_id)
         incoming.mkdir(parents=True)
@@ -698,6 +848,10 @@ def docs_only(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
     started = time.monotonic()
     vars_args = _dbt_vars_args(dbt_vars)
     scratch = paths.build_dir / "docs" / paths.published.name  # same basename: same catalog name
+    if (paths.build_dir.exists() or paths.build_dir.is_symlink()) and not (paths.build_dir / ".publish.lock").is_file():
+        raise PublishError(f"{paths.build_dir} is not a build folder this project made (the docs build writes and "
+                           "deletes under it); nothing was changed. Move it away, or set IMR_DUCKDB_PATH to a file "
+                           "in a folder of its own")
     with _exclusive_publish(paths.build_dir):
         _fresh(scratch)
         try:

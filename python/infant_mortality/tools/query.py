@@ -13,13 +13,16 @@ Works from any folder: the warehouse is this project's `warehouse/infant_mortali
 `$IMR_DUCKDB_PATH`, relative to the project), not a path relative to where you are.
 
 Every statement given is run and each result printed, with its row count. Printing stops after
-`--limit` rows (200) with a note saying how many were left out; `--all` prints everything.
+`--limit` rows (200) with a note saying that more exist; only those rows (and one more) are read
+from DuckDB's stream, so a huge result costs what is printed. `--all` prints everything. Lists,
+structs and maps print as [1, 2] and {'key': value}, a missing value as NULL at any depth.
 
 CSV (`--csv FILE`, one statement): UTF-8, comma-separated, header row, `.` as decimal mark,
 empty field for a missing value, `true`/`false` for flags, written to a temporary file and
 renamed, with the permissions of the user's umask. `--readers` also writes FILE's `.do` (Stata)
 and `.R` next to it: they read the CSV with every text column (codes with their leading zeros)
-as text and every flag as 1/0 (Stata) or logical (R). `--excel` starts the CSV
+as text and every flag as 1/0 (Stata) or logical (R); a CSV named like one of them (out.R) is
+refused, never replaced by the script. `--excel` starts the CSV
 with a UTF-8 byte-order mark, which Excel needs to show Ñuñoa and Peñalolén correctly; without
 it the file is plain UTF-8, which Stata's `import delimited`, R and pandas read as is. A target
 inside any warehouse folder or release, or over a database, Parquet or GeoPackage file, is
@@ -32,9 +35,11 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 from infant_mortality.tools.csv_readers import column_kinds, r_script, stata_do
 from infant_mortality.tools.publish import DEFAULT_PUBLISHED, _default_project_dir
@@ -73,8 +78,21 @@ def connect(warehouse: Path) -> duckdb.DuckDBPyConnection:
         raise QueryError(f"cannot open {warehouse}: {str(error).splitlines()[0]}") from None
 
 
-def run_statements(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, "object"]]:
-    """Every statement of `sql`, in order: (its text, its result as a DataFrame)."""
+@dataclass
+class Result:
+    """One statement's result: its columns, their DuckDB types, and the rows fetched."""
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple] = field(default_factory=list)
+    more: bool = False  # rows exist beyond those fetched (never counted: that would read them all)
+    frame: object = None  # the whole result as a DataFrame (--csv)
+
+
+def run_statements(con: duckdb.DuckDBPyConnection, sql: str, keep: int | None = None,
+                   frames: bool = False) -> list[tuple[str, Result]]:
+    """Every statement of `sql`, in order: (its text, its result). `frames`: the whole result as
+    a DataFrame (for --csv); else the first `keep` rows (None: all), fetched from DuckDB's stream
+    so that a huge result costs what is printed, not what it holds."""
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as error:
@@ -85,14 +103,21 @@ def run_statements(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[str, 
     for number, statement in enumerate(statements, 1):
         text = statement.query.strip().rstrip(";").strip()
         try:
-            result = con.execute(text)
-            types = [str(column[1]) for column in result.description or []]
-            frame = result.df()
+            cursor = con.execute(text)
+            description = cursor.description or []
+            result = Result([str(column[0]) for column in description], [str(column[1]) for column in description])
+            if frames:
+                result.frame = cursor.df()
+                result.frame.attrs["sql_types"] = dict(zip(result.frame.columns, result.types))  # the CSV readers
+            elif keep is None:
+                result.rows = cursor.fetchall()
+            else:
+                fetched = cursor.fetchmany(keep + 1)  # one more than shown: whether there are more
+                result.rows, result.more = fetched[:keep], len(fetched) > keep
         except duckdb.Error as error:
             where = f"statement {number} of {len(statements)}: " if len(statements) > 1 else ""
             raise QueryError(where + _explain(error)) from None
-        frame.attrs["sql_types"] = dict(zip(frame.columns, types))  # what the CSV readers need
-        results.append((text, frame))
+        results.append((text, result))
     return results
 
 
@@ -191,42 +216,75 @@ def write_csv(frame, target: Path, excel: bool) -> None:
     write_text_atomically(target, write)
 
 
-MISSING = "NULL"  # as DuckDB's own shell prints a missing value, in a column of any type
+MISSING = "NULL"  # as DuckDB's own shell prints a missing value, in a column of any type, nested too
 
 
-def as_table(frame) -> str:
-    """Columns aligned, numbers to the right and text to the left (a long description then
-    pads nothing after it), every missing value printed the same way."""
-    shown = csv_values(frame).copy()  # flags as true/false here too
-    kinds = column_kinds(frame.attrs.get("sql_types", {}))
-    labels = []
-    for name in shown.columns:
-        if kinds.get(name, "text") != "number":
-            values = [MISSING if value is None or value != value else str(value) for value in shown[name]]
-            width = max(len(str(name)), *(len(value) for value in values))
-            shown[name] = [value.ljust(width) for value in values]
-            name = str(name).ljust(width)
-        labels.append(name)
-    shown.columns = labels
-    table = shown.to_string(index=False, max_rows=None, max_cols=None, na_rep=MISSING)
-    return "\n".join(line.rstrip() for line in table.splitlines())
+def _blob(value: bytes) -> str:
+    return "".join(chr(b) if 32 <= b < 127 and b != 92 else f"\\x{b:02X}" for b in value)
 
 
-def print_result(text: str, frame, limit: int | None, header: bool) -> None:
+def shown_value(value, sql_type: str = "", nested: bool = False) -> str:
+    """A value as printed: NULL for a missing one at any depth, flags true/false, lists as
+    [1, 2], structs and maps as {'key': value}, text inside them quoted (so the text 'NULL'
+    and a missing value differ), FLOAT at its own precision."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and sql_type == "FLOAT":
+        return str(np.float32(value))
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(shown_value(item, nested=True) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{shown_value(key, nested=True)}: {shown_value(item, nested=True)}"
+                               for key, item in value.items()) + "}"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = _blob(bytes(value))
+    elif not isinstance(value, str):
+        return str(value)
+    return "'" + value.replace("'", "''") + "'" if nested else value
+
+
+def as_table(columns: list[str], types: list[str], rows: list[tuple]) -> str:
+    """Columns aligned, numbers to the right and everything else to the left (a long
+    description then pads nothing after it), every missing value printed the same way."""
+    kinds = [column_kinds({"column": sql_type})["column"] for sql_type in types]
+    cells = [[shown_value(value, sql_type) for value, sql_type in zip(row, types)] for row in rows]
+    widths = [max([len(name), *(len(row[i]) for row in cells)]) for i, name in enumerate(columns)]
+
+    def line(values):
+        return "  ".join(value.rjust(width) if kind == "number" else value.ljust(width)
+                         for value, width, kind in zip(values, widths, kinds)).rstrip()
+
+    return "\n".join([line(columns), *(line(row) for row in cells)])
+
+
+def print_result(text: str, result: Result, header: bool) -> None:
     if header:
         first = " ".join(text.split())
         print(f"-- {first[:100]}{'...' if len(first) > 100 else ''}")
-    rows = len(frame)
-    if rows and len(frame.columns):
-        shown = frame if limit is None or rows <= limit else frame.head(limit)
-        print(as_table(shown))
-    elif len(frame.columns):
-        print("  ".join(frame.columns))
-    print(f"{rows} row{'s' if rows != 1 else ''}", end="")
-    if limit is not None and rows > limit:
-        print(f" (showing the first {limit}; --all prints every row, --csv FILE saves them)")
+    if result.columns:
+        print(as_table(result.columns, result.types, result.rows))
+    shown = len(result.rows)
+    if result.more:
+        print(f"more than {shown} rows (showing the first {shown}; --all prints every row, --csv FILE saves them)")
     else:
-        print()
+        print(f"{shown} row{'s' if shown != 1 else ''}")
+
+
+def refuse_same_file(csv_path: Path, scripts: list[Path]) -> None:
+    """`--readers` writes its scripts beside the CSV: never one over the CSV it reports writing
+    (`--csv out.R` was replaced by the R script). Compared after resolving links and ignoring
+    case, as a case-insensitive file system (macOS, Windows) would."""
+    def key(path: Path) -> str:
+        return os.path.realpath(path).lower()
+
+    for script in scripts:
+        if key(script) == key(csv_path):
+            raise QueryError(
+                f"--readers writes the Stata and R scripts {csv_path.with_suffix('.do')} and "
+                f"{csv_path.with_suffix('.R')} beside the CSV, and {script} would replace the CSV "
+                f"{csv_path}; give the CSV another name, e.g. {csv_path.with_suffix('.csv')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,17 +309,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.readers and (not args.csv or args.excel):
             raise QueryError("--readers applies to --csv FILE without --excel (Stata and R read the plain UTF-8 file)")
         readers = [(args.csv.with_suffix(".do"), stata_do), (args.csv.with_suffix(".R"), r_script)] if args.readers else []
+        if readers:
+            refuse_same_file(args.csv, [path for path, _ in readers])
         for target in [args.csv, *(path for path, _ in readers)] if args.csv else []:
             refuse_target_inside(target, warehouse)
+        limit = None if args.all else max(args.limit, 0)
         con = connect(warehouse)
         try:
-            results = run_statements(con, args.sql)
+            results = run_statements(con, args.sql, keep=limit, frames=bool(args.csv))
         finally:
             con.close()
         if args.csv:
             if len(results) != 1:
                 raise QueryError(f"--csv writes one result, and {len(results)} statements were given")
-            text, frame = results[0]
+            frame = results[0][1].frame
             write_csv(frame, args.csv, args.excel)
             print(f"{len(frame)} rows written to {args.csv}"
                   + (" (UTF-8 with byte-order mark, for Excel)" if args.excel else " (UTF-8; --excel for Excel)"))
@@ -273,10 +334,10 @@ def main(argv: list[str] | None = None) -> int:
                 write_text_atomically(path, lambda out: out.write(code))
                 print(f"{path} reads it with every column's type")
             return 0
-        for number, (text, frame) in enumerate(results):
+        for number, (text, result) in enumerate(results):
             if number:
                 print()
-            print_result(text, frame, None if args.all else max(args.limit, 0), header=len(results) > 1)
+            print_result(text, result, header=len(results) > 1)
         return 0
     except QueryError as error:
         print(f"query: {error}", file=sys.stderr)
