@@ -1,0 +1,85 @@
+"""Input faults of issue 41 (round three): each case a variant of the bundled files (or of the
+settings) that once ended in a message without the file or line, a DuckDB binder or constraint
+error, a null without a reason, or a silently relabelled result; each is now a stop naming the
+file, the real line and the fix, or a published reason (docs/methods.md sections 8, 9 and 12).
+
+Stopping cases run only the models that read the file (their parents are sources), so each
+costs one dbt start; cases in different files share a run (both models stop, each with its
+own message).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, query, run_dbt
+
+IGME = "un_igme_chile_2000_2019.csv"
+IGME_BOUNDS = "un_igme_2015_round_chile_bounds.csv"
+IGME_MODELS = ["run", "--select", "stg_un_igme__estimates_2020_round", "stg_un_igme__bounds_2015_round"]
+
+
+def copy_raw(destination: Path) -> Path:
+    shutil.copytree(REPO_ROOT / "data" / "raw", destination)
+    return destination
+
+
+def edit(path: Path, change) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(change(lines)), encoding="utf-8")
+
+
+def bad_value_after_a_blank_line(lines):
+    """A blank line 21, then a value that is not a number on line 50 (the file's own numbering)."""
+    lines = lines[:20] + ["\n"] + lines[20:]
+    fields = lines[49].rstrip("\n").split(",")
+    fields[-1] = "x9"
+    lines[49] = ",".join(fields) + "\n"
+    return lines
+
+
+def swapped_bounds(lines):
+    """IMR 1990: Lower (line 2) and Upper (line 4) exchanged."""
+    lower, upper = lines[1].split(","), lines[3].split(",")
+    lower[3], upper[3] = upper[3], lower[3]
+    return [lines[0], ",".join(lower), lines[2], ",".join(upper)] + lines[4:]
+
+
+IGME_RUNS = {
+    "a bad value after a blank line; swapped bounds": (
+        {IGME: bad_value_after_a_blank_line, IGME_BOUNDS: swapped_bounds},
+        # Before: "line 49" (read_csv skipped the blank line); a CHECK constraint error in
+        # fct_external_benchmarks with no file.
+        ["Not a number in {dir}/" + IGME + ' line 50: value = "x9" (write it with digits and at most one decimal point)',
+         "Bounds out of order in {dir}/" + IGME_BOUNDS + " lines 2, 3, 4 (imr rate_per_1000 1990): Lower = 16.4, "
+         "Median = 16.0, Upper = 15.7; the bounds must satisfy Lower <= Median <= Upper"]),
+    "a duplicated row; an extra field": (
+        # Before: a failed uniqueness test with no line; a DuckDB binder error with no file.
+        {IGME: lambda lines: lines[:30] + [lines[29]] + lines[30:],
+         IGME_BOUNDS: lambda lines: lines[:10] + [lines[10].rstrip("\n") + ",extra\n"] + lines[11:]},
+        ["Duplicated row in {dir}/" + IGME + " line 31: same key as line 30 (indicator=imr measure=rate_per_1000 "
+         "sex=female year=2008). Each key must appear once; remove the extra row.",
+         "{dir}/" + IGME_BOUNDS + ' line 11: 5 comma-separated fields where the header has 4 ("IMR,Lower,1993,12.4,extra");'
+         " write the line as indicator,bound,year,value"]),
+    "a renamed header": (
+        # Before: Binder Error: Referenced column "units" not found in FROM clause!
+        {IGME: lambda lines: ["indicator,age,sex,unit,year,value\n"] + lines[1:]},
+        ["Unexpected header in {dir}/" + IGME + " line 1: expected indicator,age,sex,units,year,value, got "
+         '"indicator,age,sex,unit,year,value" (write line 1 as the expected header']),
+}
+
+
+@pytest.mark.parametrize("case", list(IGME_RUNS))
+def test_a_broken_un_igme_file_stops_naming_file_real_line_and_fix(tmp_path, case):
+    changes, messages = IGME_RUNS[case]
+    raw = copy_raw(tmp_path / "raw")
+    for name, change in changes.items():
+        edit(raw / name, change)
+    result = run_dbt(IGME_MODELS, tmp_path / "igme.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    assert result.returncode != 0
+    for message in messages:
+        assert message.format(dir=raw) in result.stdout, result.stdout[-3000:]
+    assert "Binder Error" not in result.stdout and "Constraint Error" not in result.stdout
