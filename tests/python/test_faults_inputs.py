@@ -83,3 +83,57 @@ def test_a_broken_un_igme_file_stops_naming_file_real_line_and_fix(tmp_path, cas
     for message in messages:
         assert message.format(dir=raw) in result.stdout, result.stdout[-3000:]
     assert "Binder Error" not in result.stdout and "Constraint Error" not in result.stdout
+
+
+INE = "ine_vital_statistics_chile_2010_2019.csv"
+DEIS = "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"
+INE_MODELS = ["run", "--select", "stg_ine__vital_statistics", "stg_deis_aggregates__deaths_by_age_group"]
+
+
+def test_cr_only_line_ends_and_a_long_header_are_quoted_never_dumped(tmp_path):
+    # Before: the CR-only file was one 285,000-character "line", dumped whole into the
+    # unexpected-header message (285,165 characters).
+    raw = copy_raw(tmp_path / "raw")
+    (raw / INE).write_bytes((raw / INE).read_bytes().replace(b"\n", b"\r"))
+    edit(raw / DEIS, lambda lines: [lines[0].rstrip("\n") + ",x" * 300 + "\n"] + lines[1:])
+    result = run_dbt(INE_MODELS, tmp_path / "ine.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    assert result.returncode != 0
+    assert (f"{raw / INE}: its lines end with a carriage return only (CR, no line feed), so the file reads as a "
+            f"single line of 284,985 bytes; save it with LF (or CRLF) line ends") in result.stdout, result.stdout[-3000:]
+    assert f"Unexpected header in {raw / DEIS} line 1: expected" in result.stdout
+    assert "... (" in result.stdout and "more characters)" in result.stdout
+    # No message line quotes more than a few hundred characters of input.
+    assert max(len(line) for line in result.stdout.splitlines()) < 1000
+
+
+@pytest.mark.parametrize("encoding, kind", [("utf-16", "UTF-16 LE"), ("utf-16-be", "UTF-16 BE")])
+def test_a_utf16_file_is_named_utf16_not_latin1(tmp_path, encoding, kind):
+    # Before: "line 1: byte 0xFF is not UTF-8 text (the file looks latin-1 encoded)". utf-16-be has
+    # no byte-order mark: the NUL byte beside every ASCII character tells.
+    from infant_mortality.dbt_plugins.deis_files import DeisFileError, read_text_strict
+
+    path = tmp_path / INE
+    path.write_bytes((REPO_ROOT / "data" / "raw" / INE).read_text(encoding="utf-8").encode(encoding))
+    with pytest.raises(DeisFileError) as raised:
+        read_text_strict(str(path))
+    assert str(raised.value) == (f"{path}: the file is {kind} encoded (byte-order mark or a NUL byte beside every "
+                                 f"character), not UTF-8; save it as UTF-8")
+
+
+def test_a_utf16_ine_file_stops_the_build_saying_utf16(tmp_path):
+    raw = copy_raw(tmp_path / "raw")
+    (raw / INE).write_bytes((raw / INE).read_text(encoding="utf-8").encode("utf-16"))
+    result = run_dbt(["run", "--select", "stg_ine__vital_statistics"], tmp_path / "u16.duckdb",
+                     {"raw_data_dir": str(raw)}, check=False)
+    assert result.returncode != 0
+    assert f"{raw / INE}: the file is UTF-16 LE encoded" in result.stdout, result.stdout[-3000:]
+    assert "latin-1" not in result.stdout
+
+
+def test_a_utf16_deis_microdata_file_is_named_utf16(tmp_path):
+    from infant_mortality.dbt_plugins.deis_files import DeisFileError, sniff_file
+
+    path = tmp_path / "deaths.csv"
+    path.write_bytes("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode("utf-16"))
+    with pytest.raises(DeisFileError, match="UTF-16 LE encoded"):
+        sniff_file(str(path), "deaths")

@@ -457,9 +457,34 @@ def _copy_deflated_member_as_gzip(zip_path: str, member: zipfile.ZipInfo, sink, 
     sink.write(struct.pack("<II", member.CRC, member.file_size & 0xFFFFFFFF))
 
 
+def excerpt(text: str, length: int = 120) -> str:
+    """A short quotation of a text for a message: a long input is quoted, never dumped."""
+    return text if len(text) <= length else f"{text[:length]}... ({len(text) - length:,} more characters)"
+
+
+def utf16_kind(head: bytes) -> str | None:
+    """'UTF-16 LE' / 'UTF-16 BE' when the first bytes of a file are UTF-16 text (a byte-order mark
+    FF FE / FE FF, or text whose every other byte is NUL, as UTF-16 writes ASCII), else None."""
+    if head.startswith(b"\xff\xfe"):
+        return "UTF-16 LE"
+    if head.startswith(b"\xfe\xff"):
+        return "UTF-16 BE"
+    sample = head[:4096]
+    if len(sample) >= 4 and b"\x00" in sample:
+        odd, even = sample[1::2], sample[0::2]
+        if odd.count(0) >= 0.9 * len(odd) and even.count(0) == 0:
+            return "UTF-16 LE"
+        if even.count(0) >= 0.9 * len(even) and odd.count(0) == 0:
+            return "UTF-16 BE"
+    return None
+
+
 def _check_text_head(head: bytes, shown: str) -> None:
     if head.startswith(b"PK\x03\x04"):
         raise DeisFileError(f"{shown}: a ZIP archive where a DEIS text file was expected")
+    if kind := utf16_kind(head):
+        raise DeisFileError(f"{shown}: the file is {kind} encoded (byte-order mark or a NUL byte beside every "
+                            f"character), not latin-1 or UTF-8; save it as UTF-8")
     if b"\x00" in head:
         raise DeisFileError(f"{shown}: binary content (NUL bytes), not a DEIS text file")
 
@@ -651,10 +676,10 @@ def _map_header(fields: list[str], kind: str, shown: str) -> tuple[tuple[str, ..
                 f"{shown}: the header names no commune column (COMUNA, COD_COMUNA, CODIGO_COMUNA, ...); "
                 f"commune rates need the mother's commune of residence of every birth. If this is the "
                 f"open DEIS series (Serie_Nacimientos_*), it has only the region: use the per-year DEIS "
-                f"births bases (one file per year with COMUNA) instead (header found: {';'.join(fields)})")
+                f"births bases (one file per year with COMUNA) instead (header found: {excerpt(';'.join(fields))})")
         raise DeisFileError(
             f"{shown}: the header does not name the DEIS {kind} column(s) {', '.join(missing)} "
-            f"(header found: {';'.join(fields)}); see docs/deis-layouts.md for the accepted names")
+            f"(header found: {excerpt(';'.join(fields))}); see docs/deis-layouts.md for the accepted names")
     return tuple(columns), layout
 
 
@@ -893,6 +918,19 @@ def read_text_strict(path: str) -> str:
             data = handle.read()
     except (EOFError, OSError) as error:
         raise _damaged_gzip(path, 0, error) from None
+    if kind := utf16_kind(data[:4096]):
+        raise DeisFileError(
+            f"{path}: the file is {kind} encoded (byte-order mark or a NUL byte beside every character), "
+            f"not UTF-8; save it as UTF-8") from None
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise DeisFileError(f"{path} line {line}: a NUL byte: binary content, not a text file; "
+                            f"save the file as UTF-8 text") from None
+    if b"\r" in data and b"\n" not in data:
+        # Classic Mac line ends: the whole file would be read as one line (and quoted as one).
+        raise DeisFileError(
+            f"{path}: its lines end with a carriage return only (CR, no line feed), so the file reads "
+            f"as a single line of {len(data):,} bytes; save it with LF (or CRLF) line ends") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -929,7 +967,7 @@ def control_totals(path: str) -> list[dict]:
         found = [i for i, name in enumerate(header) if name in names]
         if not found:
             raise DeisFileError(f"{path}: the births control file needs a column for the {role} "
-                                f"(one of {', '.join(names)}); header found: {rows[0]}")
+                                f"(one of {', '.join(names)}); header found: {excerpt(rows[0])}")
         where[role] = found[0]
     totals: dict[tuple[int, str], int] = {}
     for number, line in enumerate(rows[1:], start=2):
