@@ -145,12 +145,6 @@
     end
 {%- endmacro %}
 
-{#- The rows of a file read by read_csv (with filename = true), with the file's name and each
-    row's line number: DuckDB keeps file order (preserve_insertion_order); + 1 for the header. -#}
-{% macro numbered_csv_rows(relation) -%}
-    select *, regexp_extract(filename, '[^/\\]+$') as source_file, row_number() over () + 1 as source_line
-    from {{ relation }}
-{%- endmacro %}
 
 
 {#- The duplicate-key stop of a staging model that reads a file line by line: `keys` is a list of
