@@ -52,6 +52,7 @@ benchmark_min_deaths:    {type: int, min: 0}
 benchmark_communes:      {type: code_list, digits: 5}
 deis_zip_max_member_bytes: {type: int, min: 1}
 deis_zip_max_ratio:      {type: number, above: 0}
+deis_gzip_max_ratio:     {type: number, min: 1}
 deis_empty_files:        {values: [stop, audit]}
 deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
@@ -66,7 +67,6 @@ external_deaths_tolerance_percent: {type: number, above: 0}
 {%- endmacro %}
 
 
-{#- on-run-start (dbt_project.yml): every declared var is valid, and every var given with --vars
 {#- The fewest usable years each trend fitter accepts: a copy of the fitters' min_years_floor
     (python/infant_mortality/statistics/trend_fitters/, their one home), so that validate_vars
     can refuse trend_min_years before the build; tests/python/test_settings.py checks that the
@@ -76,6 +76,7 @@ external_deaths_tolerance_percent: {type: number, above: 0}
 {%- endmacro %}
 
 
+{#- on-run-start (dbt_project.yml): every declared var is valid, and every var given with --vars
     is declared. It runs while dbt parses the project (execute is false), so a bad value stops
     `dbt build`, `parse`, `ls` and `docs` within seconds, before any model; it runs again when
     the hooks execute (a partial parse may skip the first run), then also checks that
@@ -98,7 +99,6 @@ external_deaths_tolerance_percent: {type: number, above: 0}
     {%- if not problems and ((var('trend_ci_level') | float) + (var('trend_p_threshold') | float) - 1) | abs > 1e-9 -%}
         {%- do problems.append("dbt var trend_ci_level (" ~ var('trend_ci_level') ~ ") must be 1 - trend_p_threshold (" ~ var('trend_p_threshold') ~ "): the trend class must agree with the interval beside it") -%}
     {%- endif -%}
-    {%- if problems -%}
     {#- fct_trends fits every method of MART_METHODS (trend_prais_variant for the Prais-Winsten
         rows): trend_min_years below a fitter's floor passed this check and failed inside the
         trend model, minutes later. -#}
@@ -118,6 +118,7 @@ external_deaths_tolerance_percent: {type: number, above: 0}
                 ~ " or more, or trend_prais_variant to one whose floor is at most " ~ var('trend_min_years')) -%}
         {%- endif -%}
     {%- endif -%}
+    {%- if problems -%}
         {{ exceptions.raise_compiler_error(invalid_settings_message(problems)) }}
     {%- endif -%}
     {%- if execute %}

@@ -10,6 +10,7 @@ own message).
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -137,3 +138,67 @@ def test_a_utf16_deis_microdata_file_is_named_utf16(tmp_path):
     path.write_bytes("ANO_DEF;FECHA_DEF\n2019;2019-01-01\n".encode("utf-16"))
     with pytest.raises(DeisFileError, match="UTF-16 LE encoded"):
         sniff_file(str(path), "deaths")
+
+
+BIRTHS_HEADER = (b"ANO_NAC;MES_NAC;DIA_NAC;SEXO;PESO;TALLA;SEMANAS;EDAD_M;COMUNA;GLOSA_COMUNA;REGION\n"
+                 b"2019;1;1;1;3000;50;39;30;15101;Arica;15\n")
+
+
+@pytest.fixture(scope="module")
+def blank_line_bomb(tmp_path_factory) -> Path:
+    """A births .csv.gz of 2 GiB of blank lines after one record: 2.2 MB on disk."""
+    from isal import igzip
+
+    path = tmp_path_factory.mktemp("bomb") / "nacimientos_2019.csv.gz"
+    with igzip.open(path, "wb", compresslevel=1) as handle:
+        handle.write(BIRTHS_HEADER)
+        block = b"\n" * (1 << 20)
+        for _ in range(2048):
+            handle.write(block)
+    return path
+
+
+def test_a_gzip_that_expands_without_end_is_refused_in_seconds(blank_line_bomb):
+    # Before: read, scanned and listed blank line by blank line; killed after 17 minutes (here the
+    # old inspection gave no answer within 120 s).
+    import time
+
+    from infant_mortality.dbt_plugins.deis_files import inspect_json
+
+    started = time.monotonic()
+    answer = json.loads(inspect_json(str(blank_line_bomb), "births"))
+    size = blank_line_bomb.stat().st_size
+    assert answer["error"] == (
+        f"DEIS births input: {blank_line_bomb}: the compressed file ({size:,} bytes) expands to more than "
+        f"{200 * size:,} bytes, over 200 times its size (dbt var deis_gzip_max_ratio): not a plausible text file "
+        f"(blank lines or a decompression bomb?); refused before reading on. Decompress it and check its content, "
+        f"or raise deis_gzip_max_ratio if the file is genuine")
+    assert time.monotonic() - started < 60
+
+
+def test_the_gzip_bound_follows_the_var_and_spares_ordinary_files(tmp_path):
+    from isal import igzip
+
+    from infant_mortality.dbt_plugins.deis_files import inspect_json
+
+    path = tmp_path / "nacimientos_2019.csv.gz"
+    records = BIRTHS_HEADER + b"2019;2;1;2;3100;49;40;31;15101;Arica;15\n" * 200_000   # 8 MB, ~100:1
+    with igzip.open(path, "wb") as handle:
+        handle.write(records)
+    assert "error" not in json.loads(inspect_json(str(path), "births", "auto", str(tmp_path / "c"), "{}"))
+    tight = json.loads(inspect_json(str(path), "births", "auto", str(tmp_path / "c"), json.dumps({"gzip_max_ratio": 20})))
+    assert "over 20 times its size (dbt var deis_gzip_max_ratio)" in tight["error"]
+
+
+def test_the_build_stops_on_a_gzip_bomb_naming_the_file(tmp_path, blank_line_bomb):
+    from infant_mortality.tools.generate_deis import Options, generate
+
+    generate(Options(out_dir=tmp_path / "files", regions=("15",), years=(2019,), project_dir=REPO_ROOT))
+    deaths = next((tmp_path / "files").glob("synthetic_deis_deaths_*.csv"))
+    result = run_dbt(["run", "--select", "+stg_deis__births"], tmp_path / "bomb.duckdb",
+                     {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
+                      "deis_births_path": str(blank_line_bomb), "deis_cache_dir": str(tmp_path / "cache")},
+                     check=False)
+    assert result.returncode != 0
+    assert f"DEIS births input: {blank_line_bomb}: the compressed file" in result.stdout, result.stdout[-3000:]
+    assert "(dbt var deis_gzip_max_ratio)" in result.stdout

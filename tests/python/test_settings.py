@@ -125,6 +125,8 @@ CASES = {
         {"custom_period": {"start": 2008, "end": 2012}},
         ["dbt var custom_period {start: 2008, end: 2012} reaches outside the years of the data (2010-2019",
          "its rates would pool only 3 of its 5 years under the label 2008-2012. Set it to {start: 2010, end: 2012}"]),
+    # Issue 41: the bound on how far a .gz input may expand.
+    "gzip_ratio_below_one": ({"deis_gzip_max_ratio": 0.5}, ["dbt var deis_gzip_max_ratio must be a number >= 1", "0.5"]),
     "bad_memory_limit": ({"duckdb_memory_limit": "2 gigs"},
                          ["dbt var duckdb_memory_limit must be a size such as '2GB' or '1500MB', got '2 gigs'"]),
 }
