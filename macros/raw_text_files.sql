@@ -122,6 +122,17 @@
         then cast({{ whole_number(text, '4') }} as integer) end
 {%- endmacro %}
 
+{#- True when the text is a real year outside the declared window (vars input_year_min,
+    input_year_max): a whole 4-digit number from 1900 to the current year that the window leaves
+    out. Such a line belongs to a year outside the window: it is counted outside, never as a line
+    that could belong to any year (issue 41: narrowing the window made every commune-year
+    deis_row_unattributable). A year that no record can have (2109, 1016) stays
+    year_out_of_range: a typo, which may belong to any year of its commune. -#}
+{% macro year_outside_window(text) -%}
+    ({{ whole_number(text, '4') }} between 1900 and extract(year from current_date)
+        and {{ whole_number(text, '4') }} not between {{ input_year_min() }} and {{ input_year_max() }})
+{%- endmacro %}
+
 {% macro input_year_min() -%}
     {{ return(int_var('input_year_min')) }}
 {%- endmacro %}

@@ -202,3 +202,88 @@ def test_the_build_stops_on_a_gzip_bomb_naming_the_file(tmp_path, blank_line_bom
     assert result.returncode != 0
     assert f"DEIS births input: {blank_line_bomb}: the compressed file" in result.stdout, result.stdout[-3000:]
     assert "(dbt var deis_gzip_max_ratio)" in result.stdout
+
+
+# --- The year window does what it says (item 5 of issue 41) ----------------------------------
+# Before: input_year_min 2005 made all 3,460 commune-years deis_row_unattributable (the DEIS
+# lines of 1990-2004 had a year "out of range", so they could belong to any year); max 2015 and
+# min 2000 left 344 and 342 communes a year unattributable. Now a line of a real year outside
+# the window is counted outside it (one audit row per file and year), and the build holds
+# exactly the years inside, each equal to the clean build.
+
+YEARS_SQL = ("select area_level, area_code, year, indicator, deaths, live_births, rate_per_1000, unavailable_reason "
+             "from marts.fct_area_year_rates where year between ? and ? order by all")
+
+
+def missing_igme_deaths_2015(lines):
+    return [line for line in lines if not (line.startswith("sh_dyn_imrtn,") and ",bothsex,number,2015," in line)]
+
+
+@pytest.fixture(scope="module")
+def window_2005_2015(tmp_path_factory):
+    """One build for two window cases and the missing UN IGME row: vars input_year_min 2005 and
+    input_year_max 2015, on a copy of data/raw without UN IGME's 2015 infant deaths line."""
+    root = tmp_path_factory.mktemp("window")
+    raw = copy_raw(root / "raw")
+    edit(raw / IGME, missing_igme_deaths_2015)
+    database = root / "window.duckdb"
+    run_dbt(["build", "--exclude", "fct_trends+"], database,
+            {"raw_data_dir": str(raw), "input_year_min": 2005, "input_year_max": 2015})
+    return database, raw
+
+
+def test_a_narrowed_window_builds_exactly_the_years_inside(bundled_warehouse, window_2005_2015):
+    database, raw = window_2005_2015
+    assert query(database, "select min(year), max(year) from marts.fct_area_year_rates") == [(2010, 2015)]
+    assert query(database, YEARS_SQL, [2010, 2015]) == query(bundled_warehouse, YEARS_SQL, [2010, 2015])
+    assert query(database, "select count(*) from intermediate.int_ine__commune_year_counts "
+                           "where input_problem = 'deis_row_unattributable'") == [(0,)]
+    outside = query(database, "select source, year, records_affected, affects_results from marts.audit_data_quality "
+                              "where check_name = 'year_outside_window' order by source, year")
+    assert [(s, y) for s, y, *_ in outside] == (
+        [("deis_deaths_aggregated", y) for y in [*range(1990, 2005), *range(2016, 2020)]]
+        + [("ine_vital_statistics", y) for y in range(2016, 2020)])
+    assert all(n > 0 and not affects for *_, n, affects in outside)
+    # Every line of the files is either inside (read) or outside the window: none is lost.
+    deis_lines = len((raw / DEIS).read_text(encoding="utf-8").splitlines()) - 1
+    inside = query(database, "select count(*) from staging.stg_deis_aggregates__deaths_by_age_group "
+                             "where parse_problem is null")[0][0]
+    assert inside + sum(n for s, _, n, _ in outside if s == "deis_deaths_aggregated") == deis_lines
+
+
+def test_a_missing_un_igme_value_is_published_with_its_reason(window_2005_2015):
+    # Before: igme_deaths null for 2015 with no reason anywhere.
+    database, raw = window_2005_2015
+    assert query(database, "select igme_deaths, deaths_difference from marts.fct_external_benchmarks "
+                           "where year = 2015 and indicator = 'imr'") == [(None, None)]
+    assert query(database, "select source_file, year, indicator, observed_value, consequence from marts.audit_data_quality "
+                           "where check_name = 'igme_value_missing'") == [
+        (str(raw / IGME), 2015, "imr", "no bothsex deaths line for imr 2015 (the file covers imr 2000-2019)",
+         "fct_external_benchmarks.igme_deaths and the difference are null for that year; add the line to the file")]
+
+
+def test_input_year_min_2000_changes_no_published_number(bundled_warehouse, tmp_path):
+    database = tmp_path / "from_2000.duckdb"
+    run_dbt(["build", "--exclude", "fct_trends+"], database, {"input_year_min": 2000})
+    assert query(database, YEARS_SQL, [1990, 2030]) == query(bundled_warehouse, YEARS_SQL, [1990, 2030])
+    assert query(database, "select year from marts.audit_data_quality where check_name = 'year_outside_window' "
+                           "order by year") == [(y,) for y in range(1990, 2000)]
+
+
+def test_a_narrowed_window_in_microdata_mode_counts_records_outside_never_stops(tmp_path):
+    # Before: the records of 2018 were year_out_of_range, a malformed value: the build stopped
+    # (deis_malformed_records: stop) naming the first of them.
+    from infant_mortality.tools.generate_deis import Options, generate
+
+    files = tmp_path / "files"
+    generate(Options(out_dir=files, regions=("15",), years=(2018, 2019), project_dir=REPO_ROOT))
+    database = tmp_path / "micro.duckdb"
+    micro = {"vital_source": "deis_microdata", "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*.csv"))),
+             "deis_births_path": str(files / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache")}
+    run_dbt(["build", "--exclude", "fct_trends+"], database, {**micro, "input_year_min": 2019})
+    assert query(database, "select distinct year from marts.fct_area_year_rates") == [(2019,)]
+    totals = dict(query(database, "select source, records_affected from marts.audit_data_quality "
+                                  "where check_name = 'year_outside_window' and record_key = 'all records'"))
+    assert totals["deis_deaths_microdata"] > 0 and totals["deis_births_microdata"] > 0
+    assert query(database, "select count(*) from marts.audit_data_quality "
+                           "where check_name = 'year_outside_window' and record_key <> 'all records'") == [(0,)]
