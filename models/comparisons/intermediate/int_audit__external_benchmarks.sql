@@ -63,7 +63,8 @@ select
     indicator,
     'igme_value_missing' as check_name,
     'no bothsex ' || measure || ' line for ' || indicator || ' ' || cast(year as varchar)
-        || ' (the file covers ' || indicator || ' ' || cast(first_year as varchar) || '-' || cast(last_year as varchar) || ')' as observed_value,
+        || ' (the file covers ' || indicator || ' ' || cast(first_year as varchar) || '-'
+        || cast(last_year as varchar) || ')' as observed_value,
     cast(1 as bigint) as records_affected,
     'fct_external_benchmarks.igme_' || case measure when 'deaths' then 'deaths' else 'rate_per_1000' end
         || ' and the difference are null for that year; add the line to the file' as consequence,

@@ -37,9 +37,11 @@ outside_window_rows as (
         cast(year_text as integer) as year,
         cast(null as varchar) as indicator,
         'year_outside_window' as check_name,
-        cast(count(*) as varchar) || ' lines of year ' || year_text || ', the first on line ' || cast(min(source_line) as varchar) as observed_value,
+        cast(count(*) as varchar) || ' lines of year ' || year_text
+        || ', the first on line ' || cast(min(source_line) as varchar) as observed_value,
         count(*) as records_affected,
-        'outside the years of vars input_year_min..input_year_max ({{ input_year_min() }}-{{ input_year_max() }}): counted in no year of the build' as consequence,
+        'outside the years of vars input_year_min..input_year_max ({{ input_year_min() }}-{{ input_year_max() }}): '
+        || 'counted in no year of the build' as consequence,
         false as affects_results
     from (
         select *, trim(string_split(raw_line, ',')[case when source = 'ine_vital_statistics' then 1 else 2 end]) as year_text

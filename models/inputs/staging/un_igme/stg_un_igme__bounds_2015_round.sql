@@ -73,7 +73,8 @@ where ({{ duplicate_key_stop(key) }}) is null
         then error('Bounds out of order in ' || source_file || ' lines '
             || concat_ws(', ', cast(lower_line as varchar), cast(median_line as varchar), cast(upper_line as varchar))
             || ' (' || indicator || ' ' || measure || ' ' || cast(year as varchar) || '): Lower = '
-            || coalesce(cast(lower_value as varchar), '(none)') || ', Median = ' || coalesce(cast(median_value as varchar), '(none)')
+            || coalesce(cast(lower_value as varchar), '(none)')
+            || ', Median = ' || coalesce(cast(median_value as varchar), '(none)')
             || ', Upper = ' || coalesce(cast(upper_value as varchar), '(none)')
             || '; the bounds must satisfy Lower <= Median <= Upper: check whether the Lower and Upper values were swapped')
     end) is null

@@ -35,12 +35,14 @@ typed as (
             else error('Unknown series in ' || source_file || ' line ' || cast(source_line as varchar)
                 || ': indicator = ' || {{ text_excerpt("coalesce(nullif(indicator_text, ''), '(blank)')") }}
                 || ', units = ' || {{ text_excerpt("coalesce(nullif(units, ''), '(blank)')") }}
-                || ' (expected an SDG series sh_dyn_imrt/imrtn, nmrt/nmrtn or mort/mortn, with units per_1000_live_births or number)')
+                || ' (expected an SDG series sh_dyn_imrt/imrtn, nmrt/nmrtn or mort/mortn,'
+                || ' with units per_1000_live_births or number)')
         end as indicator,
         measure,
         case when sex in ('bothsex', 'female', 'male') then sex
             else error('Unknown sex in ' || source_file || ' line ' || cast(source_line as varchar)
-                || ': sex = ' || {{ text_excerpt("coalesce(nullif(sex, ''), '(blank)')") }} || ' (expected bothsex, female or male)')
+                || ': sex = ' || {{ text_excerpt("coalesce(nullif(sex, ''), '(blank)')") }}
+                || ' (expected bothsex, female or male)')
         end as sex,
         cast({{ number_or_stop('year_text', 'year', 'source_file', 'source_line', whole=true) }} as integer) as year,
         {{ number_or_stop('value_text', 'value', 'source_file', 'source_line') }} as value,
