@@ -23,11 +23,17 @@
         then {{ deis_whole_number(column) }} end
 {%- endmacro %}
 
-{#- Why a year cannot be used: year_unparseable (blank or not a whole number) or year_out_of_range. -#}
+{#- Why a year cannot be used: year_unparseable (blank or not a whole number), year_outside_window
+    (a real year, 1900 to the current year, that vars input_year_min..input_year_max leave out:
+    the record is counted outside the build's years, never a stop; issue 41) or
+    year_out_of_range (a year no record can have, e.g. 2109: malformed). -#}
 {% macro deis_year_problem(column) -%}
     case
         when {{ deis_whole_number(column) }} is null then 'year_unparseable'
-        when {{ deis_whole_number(column) }} not between {{ deis_year_min() }} and {{ deis_year_max() }} then 'year_out_of_range'
+        when {{ deis_whole_number(column) }} between {{ deis_year_min() }} and {{ deis_year_max() }} then null
+        when {{ deis_whole_number(column) }} between 1900 and cast(extract(year from current_date) as integer)
+            then 'year_outside_window'
+        else 'year_out_of_range'
     end
 {%- endmacro %}
 
@@ -99,7 +105,7 @@
 {#- Problems that keep a record out of every commune-year. The counts and the audit both use this
     one list, so they reconcile. -#}
 {% macro deis_unassignable_problems() -%}
-    ('year_unparseable', 'year_out_of_range', 'commune_missing', 'commune_unparseable',
+    ('year_unparseable', 'year_out_of_range', 'year_outside_window', 'commune_missing', 'commune_unparseable',
      'commune_code_unmapped', 'commune_unknown', 'age_unparseable')
 {%- endmacro %}
 

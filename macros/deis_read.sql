@@ -126,6 +126,7 @@
     {%- endif -%}
     {%- set options = tojson({'max_member_bytes': int_var('deis_zip_max_member_bytes'),
                               'max_ratio': number_var('deis_zip_max_ratio'),
+                              'gzip_max_ratio': number_var('deis_gzip_max_ratio'),
                               'empty_files': checked_var('deis_empty_files')}) -%}
     {%- set call -%}
         select imr_deis_inspect(

@@ -43,7 +43,9 @@
                 {%- if header is not none %}
                 when coalesce(max(case when source_line = 1 then line end), '') <> {{ sql_string(header) }}
                     then error('Unexpected header in ' || source_file || ' line 1: expected '
-                        || {{ sql_string(header) }} || ', got ' || coalesce(max(case when source_line = 1 then line end), 'nothing'))
+                        || {{ sql_string(header) }} || ', got '
+                        || coalesce({{ text_excerpt('max(case when source_line = 1 then line end)') }}, 'nothing')
+                        || ' (write line 1 as the expected header, with the columns in that order)')
                 {%- endif %}
                 when count(case when source_line >= {{ first_data_line }} and trim(line) <> '' then 1 end) = 0
                     then error(source_file || ' holds no data lines ('
@@ -120,6 +122,17 @@
         then cast({{ whole_number(text, '4') }} as integer) end
 {%- endmacro %}
 
+{#- True when the text is a real year outside the declared window (vars input_year_min,
+    input_year_max): a whole 4-digit number from 1900 to the current year that the window leaves
+    out. Such a line belongs to a year outside the window: it is counted outside, never as a line
+    that could belong to any year (issue 41: narrowing the window made every commune-year
+    deis_row_unattributable). A year that no record can have (2109, 1016) stays
+    year_out_of_range: a typo, which may belong to any year of its commune. -#}
+{% macro year_outside_window(text) -%}
+    ({{ whole_number(text, '4') }} between 1900 and extract(year from current_date)
+        and {{ whole_number(text, '4') }} not between {{ input_year_min() }} and {{ input_year_max() }})
+{%- endmacro %}
+
 {% macro input_year_min() -%}
     {{ return(int_var('input_year_min')) }}
 {%- endmacro %}
@@ -138,16 +151,11 @@
     case when regexp_full_match(trim({{ text }}), '{{ "[0-9]+" if whole else "[0-9]+(\.[0-9]+)?" }}')
         then cast(trim({{ text }}) as {{ 'bigint' if whole else 'double' }})
         else error('Not a number in ' || {{ source_file }} || ' line ' || cast({{ source_line }} as varchar)
-            || ': {{ field }} = ' || coalesce({{ text }}, '(blank)'))
+            || ': {{ field }} = ' || {{ text_excerpt("coalesce(nullif(trim(" ~ text ~ "), ''), '(blank)')") }}
+            || '{{ " (write it with digits only)" if whole else " (write it with digits and at most one decimal point)" }}')
     end
 {%- endmacro %}
 
-{#- The rows of a file read by read_csv (with filename = true), with the file's name and each
-    row's line number: DuckDB keeps file order (preserve_insertion_order); + 1 for the header. -#}
-{% macro numbered_csv_rows(relation) -%}
-    select *, regexp_extract(filename, '[^/\\]+$') as source_file, row_number() over () + 1 as source_line
-    from {{ relation }}
-{%- endmacro %}
 
 
 {#- The duplicate-key stop of a staging model that reads a file line by line: `keys` is a list of
@@ -171,5 +179,36 @@
             || '{{ " " if not loop.first }}{{ label }}=' || cast({{ column }} as varchar)
             {%- endfor %}
             || '). Each key must appear once; remove the extra row.')
+    end
+{%- endmacro %}
+
+{#- The data lines of a reference file (UN IGME) read by raw_text_lines: the header must be
+    `header`, blank lines are skipped (they keep their place in the numbering, so a message names
+    the real line), and a line not split like the header stops the build naming the file, the
+    line, its start and the header to write: reference data is copied whole, a broken line is a
+    broken copy, not a gap to audit. `fields` holds the trimmed fields. -#}
+{% macro reference_csv_lines(relation, header) -%}
+    {%- set width = header.split(',') | length -%}
+    select
+        source_file,
+        source_line,
+        line,
+        list_transform(fields, lambda field: trim(field)) as fields
+    from ({{ raw_text_lines(relation, header) }}) as lines
+    where trim(line) <> ''
+        and (case when len(fields) <> {{ width }}
+            then error(source_file || ' line ' || cast(source_line as varchar) || ': '
+                || cast(len(fields) as varchar) || ' comma-separated fields where the header has {{ width }} ('
+                || {{ text_excerpt('line') }} || '); write the line as ' || {{ sql_string(header) }})
+        end) is null
+{%- endmacro %}
+
+{#- A short quotation of a text for an error message: at most `length` characters, then how many
+    more there were. A long input (a file whose line ends were not found is one 300 kB "line") is
+    quoted, never dumped. -#}
+{% macro text_excerpt(text, length=80) -%}
+    case when length({{ text }}) > {{ length }}
+        then '"' || left({{ text }}, {{ length }}) || '" ... (' || cast(length({{ text }}) - {{ length }} as varchar) || ' more characters)'
+        else '"' || coalesce({{ text }}, '') || '"'
     end
 {%- endmacro %}

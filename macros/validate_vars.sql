@@ -54,6 +54,7 @@ benchmark_min_deaths:    {type: int, min: 0}
 benchmark_communes:      {type: code_list, digits: 5}
 deis_zip_max_member_bytes: {type: int, min: 1}
 deis_zip_max_ratio:      {type: number, above: 0}
+deis_gzip_max_ratio:     {type: number, min: 1}
 deis_empty_files:        {values: [stop, audit]}
 deis_malformed_records:  {values: [stop, audit]}
 deis_births_control_path: {type: text, optional: true}
@@ -66,6 +67,15 @@ external_deaths_tolerance_percent: {type: number, above: 0}
 official_anchor_tolerance_percent: {type: number, above: 0}
 {%- endset -%}
 {{ return(fromyaml(spec_yaml)) }}
+{%- endmacro %}
+
+
+{#- The fewest usable years each trend fitter accepts: a copy of the fitters' min_years_floor
+    (python/infant_mortality/statistics/trend_fitters/, their one home), so that validate_vars
+    can refuse trend_min_years before the build; tests/python/test_settings.py checks that the
+    two agree. -#}
+{% macro trend_fitter_floors() -%}
+    {{ return({'prais': 4, 'corc': 5, 'ols': 3, 'poisson': 3, 'joinpoint': 3}) }}
 {%- endmacro %}
 
 
@@ -91,6 +101,25 @@ official_anchor_tolerance_percent: {type: number, above: 0}
     {#- A trend class says whether the APC interval beside it excludes 0 only when the two levels match. -#}
     {%- if not problems and ((var('trend_ci_level') | float) + (var('trend_p_threshold') | float) - 1) | abs > 1e-9 -%}
         {%- do problems.append("dbt var trend_ci_level (" ~ var('trend_ci_level') ~ ") must be 1 - trend_p_threshold (" ~ var('trend_p_threshold') ~ "): the trend class must agree with the interval beside it") -%}
+    {%- endif -%}
+    {#- fct_trends fits every method of MART_METHODS (trend_prais_variant for the Prais-Winsten
+        rows): trend_min_years below a fitter's floor passed this check and failed inside the
+        trend model, minutes later. -#}
+    {%- if not problems -%}
+        {%- set floors = trend_fitter_floors() -%}
+        {%- set fitted = [var('trend_prais_variant'), 'poisson', 'joinpoint'] -%}
+        {%- set floor = namespace(years=0, fitter='') -%}
+        {%- for fitter in fitted if floors[fitter] > floor.years -%}
+            {%- set floor.years = floors[fitter] -%}
+            {%- set floor.fitter = fitter -%}
+        {%- endfor -%}
+        {%- if (var('trend_min_years') | int) < floor.years -%}
+            {%- do problems.append("dbt var trend_min_years (" ~ var('trend_min_years') ~ ") must be at least " ~ floor.years
+                ~ ": fct_trends fits the Prais-Winsten rows with trend_prais_variant " ~ var('trend_prais_variant')
+                ~ ", which needs " ~ floor.years ~ " usable years (floors: prais " ~ floors['prais'] ~ ", corc " ~ floors['corc']
+                ~ ", ols " ~ floors['ols'] ~ "; poisson and joinpoint " ~ floors['poisson'] ~ "). Set trend_min_years to " ~ floor.years
+                ~ " or more, or trend_prais_variant to one whose floor is at most " ~ var('trend_min_years')) -%}
+        {%- endif -%}
     {%- endif -%}
     {%- if problems -%}
         {{ exceptions.raise_compiler_error(invalid_settings_message(problems)) }}

@@ -86,6 +86,15 @@ def test_enumerated_values_are_the_ones_the_python_code_accepts():
     assert set(SPEC["deis_encoding"]["values"]) == set(deis_files.ENCODINGS) | {"auto"}
 
 
+def test_the_trend_floors_checked_at_run_start_are_the_fitters_own():
+    # validate_vars refuses trend_min_years below the floor of a fitted method (issue 41: 3
+    # passed the check and failed inside fct_trends); its copy of the floors must be the fitters'.
+    from infant_mortality.statistics.trend_fitters import FITTERS, get_fitter
+
+    copied = yaml.safe_load(re.search(r"macro trend_fitter_floors\(\).*?return\((\{.*?\})\)", SPEC_MACRO, re.S).group(1))
+    assert copied == {name: get_fitter(name).min_years_floor for name in FITTERS}
+
+
 # --- behaviour: the real dbt CLI with bad settings ------------------------------------------
 
 INJECTED = "x'); COPY (select 42 as pwned) TO '{target}' (format csv); --"
@@ -106,6 +115,18 @@ CASES = {
     "sql_in_custom_period": ({"custom_period": {"start": INJECTED, "end": 2016}},
                              ["dbt var custom_period must be {start: YYYY, end: YYYY}"]),
     "sql_in_raw_data_dir": ({"raw_data_dir": INJECTED}, ["dbt var raw_data_dir: no files in folder"]),
+    # Issue 41: each passed the check at run start and failed later (inside fct_trends), or
+    # published 2008-2012 pooling 3 years under a 5-year label with no audit.
+    "trend_min_years_below_the_fitters_floor": (
+        {"trend_min_years": 3},
+        ["dbt var trend_min_years (3) must be at least 4: fct_trends fits the Prais-Winsten rows with "
+         "trend_prais_variant prais, which needs 4 usable years"]),
+    "custom_period_outside_the_data": (
+        {"custom_period": {"start": 2008, "end": 2012}},
+        ["dbt var custom_period {start: 2008, end: 2012} reaches outside the years of the data (2010-2019",
+         "its rates would pool only 3 of its 5 years under the label 2008-2012. Set it to {start: 2010, end: 2012}"]),
+    # Issue 41: the bound on how far a .gz input may expand.
+    "gzip_ratio_below_one": ({"deis_gzip_max_ratio": 0.5}, ["dbt var deis_gzip_max_ratio must be a number >= 1", "0.5"]),
     "bad_memory_limit": ({"duckdb_memory_limit": "2 gigs"},
                          ["dbt var duckdb_memory_limit must be a size such as '2GB' or '1500MB', got '2 gigs'"]),
 }
@@ -159,7 +180,8 @@ def test_a_bad_setting_stops_the_build_with_a_message_naming_the_var(bad_runs, n
 
 # Values are checked while dbt parses the project: nothing runs. (raw_data_dir's folder can only
 # be checked once the hooks execute; dbt 1.11 then goes on with the nodes that do not read it.)
-@pytest.mark.parametrize("name", ["bad_enum", "bad_number", "unknown_var", "sql_in_custom_period"])
+@pytest.mark.parametrize("name", ["bad_enum", "bad_number", "unknown_var", "sql_in_custom_period",
+                                  "trend_min_years_below_the_fitters_floor"])
 def test_a_bad_setting_stops_before_any_model_is_built(bad_runs, name):
     result, _, database, _ = bad_runs[name]
     assert "START" not in result.stdout

@@ -25,11 +25,32 @@ five_year_blocks as (
         and data_years.year + 4 <= years.last_year
 ),
 
-{# Checked by vars_spec: two whole years, start <= end (or null: no custom period). #}
+{# Checked by vars_spec: two whole years, start <= end (or null: no custom period). A custom
+   period reaching outside the years of the data stops the build here (issue 41): its rates would
+   pool only the years inside under the label of the years asked for (2008-2012 with data from
+   2010 was published as 2008-2012 with 3 years). Stopping, rather than restricting it with a
+   note, keeps every period label equal to the years it pools; the message gives the period that
+   fits. #}
 {% set custom = setting('custom_period') %}
 custom_period as (
     {% if custom %}
-    select {{ custom['start'] }} as period_start, {{ custom['end'] }} as period_end, 'custom' as period_kind
+    select
+        case when {{ custom['start'] }} < first_year or {{ custom['end'] }} > last_year
+            then error('dbt var custom_period {start: {{ custom['start'] }}, end: {{ custom['end'] }}} reaches outside the years of the data ('
+                || cast(first_year as varchar) || '-' || cast(last_year as varchar) || '; vars scope_year_start, scope_year_end, input_year_min, input_year_max): '
+                || case when {{ custom['end'] }} < first_year or {{ custom['start'] }} > last_year
+                    then 'it holds none of them. '
+                    else 'its rates would pool only ' || cast(least({{ custom['end'] }}, last_year) - greatest({{ custom['start'] }}, first_year) + 1 as varchar)
+                        || ' of its {{ custom['end'] - custom['start'] + 1 }} years under the label {{ custom['start'] }}-{{ custom['end'] }}. Set it to '
+                        || '{start: ' || cast(greatest({{ custom['start'] }}, first_year) as varchar) || ', end: '
+                        || cast(least({{ custom['end'] }}, last_year) as varchar) || '} for the years the data has, or '
+                end
+                || 'set it inside ' || cast(first_year as varchar) || '-' || cast(last_year as varchar) || ' (null: no custom period)')
+            else {{ custom['start'] }}
+        end as period_start,
+        {{ custom['end'] }} as period_end,
+        'custom' as period_kind
+    from years
     {% else %}
     select cast(null as integer) as period_start, cast(null as integer) as period_end, 'custom' as period_kind
     where false

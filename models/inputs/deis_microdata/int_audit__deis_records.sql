@@ -28,6 +28,8 @@ death_problems as (
             || ' COMUNA=' || coalesce(commune_code_as_read, 'blank')
             || coalesce(' REG_RES=' || region_code, '') as observed_value,
         case
+            when record_problem = 'year_outside_window'
+                then 'year outside vars input_year_min..input_year_max: counted outside the build''s years'
             when not {{ deis_is_assignable('record_problem', 'year_of_death') }}
                 then 'death not assigned to any commune-year: in no rate (see the total row)'
             when record_problem = 'age_unit_unknown' and {{ deis_unknown_unit_is_infant() }}
@@ -43,8 +45,8 @@ death_problems as (
                 then 'REG_RES disagrees with the region of the commune code: counted by the commune'
             else 'counted by ANO_DEF and commune; the date itself is not used'
         end as consequence,
-        not {{ deis_is_assignable('record_problem', 'year_of_death') }}
-            or record_problem in ('age_unit_unknown', 'infant_age_month_zero', 'age_out_of_range')
+        record_problem <> 'year_outside_window' and (not {{ deis_is_assignable('record_problem', 'year_of_death') }}
+            or record_problem in ('age_unit_unknown', 'infant_age_month_zero', 'age_out_of_range'))
             as affects_results
     from deaths
     where record_problem is not null
@@ -64,13 +66,16 @@ birth_problems as (
             || ' COMUNA=' || coalesce(commune_code_as_read, 'blank')
             || coalesce(' REG_RES=' || region_code, '') as observed_value,
         case
+            when record_problem = 'year_outside_window'
+                then 'year outside vars input_year_min..input_year_max: counted outside the build''s years'
             when not {{ deis_is_assignable('record_problem', 'birth_year') }}
                 then 'birth not assigned to any commune-year: in no denominator (see the total row)'
             when record_problem = 'region_mismatch'
                 then 'the region code disagrees with the region of the commune code: counted by the commune'
             else 'counted by ANO_NAC and commune; the date itself is not used'
         end as consequence,
-        not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results  -- noqa: LT01, LT06
+        record_problem <> 'year_outside_window'
+            and not {{ deis_is_assignable('record_problem', 'birth_year') }} as affects_results  -- noqa: LT01, LT06
     from births
     where record_problem is not null
 ),
@@ -88,6 +93,8 @@ problem_rows as (
         commune_code, year, cast(null as varchar) as indicator, record_problem as check_name, observed_value,
         cast(1 as bigint) as records_affected, consequence, affects_results
     from problems
+    -- A narrowed window leaves out whole years of records: those are in the total row only.
+    where record_problem <> 'year_outside_window'
 ),
 
 problem_totals as (

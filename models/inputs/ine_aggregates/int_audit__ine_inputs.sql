@@ -5,7 +5,7 @@
     'blank_line': 'blank line: holds no value; ignored',
     'wrong_field_count': 'line does not have the 6 fields of the header: no value of it is used',
     'year_not_whole_number': 'year is not a whole number: the line is assigned to no year',
-    'year_out_of_range': 'year outside vars input_year_min..input_year_max: the line is assigned to no year',
+    'year_out_of_range': 'year no record can have (after the current year or before 1900: a typo): the line is assigned to no year',
     'commune_code_malformed': 'commune code is not 4 or 5 digits: the line is assigned to no commune (never cut or cast)',
     'event_unknown': 'evento is neither nacimiento nor defuncion: the line is not used',
     'sex_unknown': 'sex is not one the file may hold: the line is not used',
@@ -23,6 +23,32 @@ with parse_problems as (
     select 'deis_deaths_aggregated', source_file, source_line, commune_code, year, parse_problem, raw_line
     from {{ ref('stg_deis_aggregates__deaths_by_age_group') }}
     where parse_problem is not null
+),
+
+-- Lines of years outside the window (vars input_year_min, input_year_max; issue 41): counted
+-- outside it, one row per file and year (a narrowed window leaves out whole years of lines).
+outside_window_rows as (
+    select
+        source,
+        source_file,
+        min(source_line) as source_line,
+        source_file || ' year=' || year_text as record_key,
+        cast(null as varchar) as commune_code,
+        cast(year_text as integer) as year,
+        cast(null as varchar) as indicator,
+        'year_outside_window' as check_name,
+        cast(count(*) as varchar) || ' lines of year ' || year_text
+        || ', the first on line ' || cast(min(source_line) as varchar) as observed_value,
+        count(*) as records_affected,
+        'outside the years of vars input_year_min..input_year_max ({{ input_year_min() }}-{{ input_year_max() }}): '
+        || 'counted in no year of the build' as consequence,
+        false as affects_results
+    from (
+        select *, trim(string_split(raw_line, ',')[case when source = 'ine_vital_statistics' then 1 else 2 end]) as year_text
+        from parse_problems
+        where parse_problem = 'year_outside_window'
+    ) as outside
+    group by source, source_file, year_text
 ),
 
 parse_rows as (
@@ -44,6 +70,7 @@ parse_rows as (
         end as consequence,
         parse_problem <> 'blank_line' as affects_results
     from parse_problems
+    where parse_problem <> 'year_outside_window'
 ),
 
 -- DEIS deaths aged 1+ whose commune of residence is unknown (99999) cannot be subtracted from
@@ -99,6 +126,8 @@ not_listed_rows as (
 )
 
 select * from parse_rows
+union all
+select * from outside_window_rows
 union all
 select * from unknown_commune_rows
 union all

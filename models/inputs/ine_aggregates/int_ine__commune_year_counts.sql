@@ -69,10 +69,12 @@ deis_aged_1_plus as (
 
 -- A line whose key could not be read (commune, year, sex or age group malformed) may hold deaths
 -- aged 1+ of any commune-year its readable parts match: those commune-years cannot be derived.
+-- A line of a year outside the window (vars input_year_min, input_year_max) is outside it: it
+-- belongs to no commune-year inside.
 deis_unattributable as (
     select distinct commune_code, year
     from deis_rows
-    where parse_problem is not null and parse_problem <> 'blank_line'
+    where parse_problem is not null and parse_problem not in ('blank_line', 'year_outside_window')
         and (commune_code is null or year is null or sex is null or age_group is null)
         and (age_group = '1+' or age_group is null)
 ),

@@ -138,10 +138,12 @@ SERIES_PATTERN = re.compile(r"serie_?nacimientos", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on what a ZIP may unpack to (dbt vars deis_zip_max_member_bytes, deis_zip_max_ratio)."""
+    """Bounds on what a ZIP may unpack to (dbt vars deis_zip_max_member_bytes, deis_zip_max_ratio)
+    and on how far a .gz input may expand (dbt var deis_gzip_max_ratio)."""
 
     max_member_bytes: int = 20_000_000_000
     max_ratio: float = 200.0
+    gzip_max_ratio: float = 200.0
 
 
 class DeisFileError(ValueError):
@@ -457,18 +459,96 @@ def _copy_deflated_member_as_gzip(zip_path: str, member: zipfile.ZipInfo, sink, 
     sink.write(struct.pack("<II", member.CRC, member.file_size & 0xFFFFFFFF))
 
 
+def excerpt(text: str, length: int = 120) -> str:
+    """A short quotation of a text for a message: a long input is quoted, never dumped."""
+    return text if len(text) <= length else f"{text[:length]}... ({len(text) - length:,} more characters)"
+
+
+def utf16_kind(head: bytes) -> str | None:
+    """'UTF-16 LE' / 'UTF-16 BE' when the first bytes of a file are UTF-16 text (a byte-order mark
+    FF FE / FE FF, or text whose every other byte is NUL, as UTF-16 writes ASCII), else None."""
+    if head.startswith(b"\xff\xfe"):
+        return "UTF-16 LE"
+    if head.startswith(b"\xfe\xff"):
+        return "UTF-16 BE"
+    sample = head[:4096]
+    if len(sample) >= 4 and b"\x00" in sample:
+        odd, even = sample[1::2], sample[0::2]
+        if odd.count(0) >= 0.9 * len(odd) and even.count(0) == 0:
+            return "UTF-16 LE"
+        if even.count(0) >= 0.9 * len(even) and odd.count(0) == 0:
+            return "UTF-16 BE"
+    return None
+
+
 def _check_text_head(head: bytes, shown: str) -> None:
     if head.startswith(b"PK\x03\x04"):
         raise DeisFileError(f"{shown}: a ZIP archive where a DEIS text file was expected")
+    if kind := utf16_kind(head):
+        raise DeisFileError(f"{shown}: the file is {kind} encoded (byte-order mark or a NUL byte beside every "
+                            f"character), not latin-1 or UTF-8; save it as UTF-8")
     if b"\x00" in head:
         raise DeisFileError(f"{shown}: binary content (NUL bytes), not a DEIS text file")
 
 
-def _open_bytes(path: str, compression: str):
-    return igzip.open(path, "rb") if compression == "gzip" else open(path, "rb")
+# A .gz input may always expand to this many bytes, whatever its ratio: a small file that is
+# very repetitive (a test fixture, a one-commune extract) is no threat.
+GZIP_BOUND_FLOOR = 1 << 20
 
 
-def detect_encoding(path: str | os.PathLike, compression: str = "none") -> str:
+class GzipBombError(DeisFileError):
+    """A .gz input that expands beyond deis_gzip_max_ratio times its compressed size."""
+
+
+class _BoundedReader:
+    """A decompressing reader that refuses to give more than `limit` bytes: a .gz file that
+    expands without end (2 GiB of blank lines in 2 MB) stops within a second instead of being
+    read, scanned and listed line by line for many minutes."""
+
+    def __init__(self, handle, limit: int, message: str):
+        self._handle, self._limit, self._message, self._read = handle, limit, message, 0
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = self._limit + 1 - self._read
+        data = self._handle.read(min(size, self._limit + 1 - self._read) if self._read <= self._limit else 1)
+        self._read += len(data)
+        if self._read > self._limit:
+            raise GzipBombError(self._message)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _open_bytes(path: str, compression: str, max_ratio: float | None = None, shown: str | None = None):
+    """The bytes of a file, decompressed when gzip. With `max_ratio`, a gzip file may give at most
+    max(max_ratio x its compressed size, GZIP_BOUND_FLOOR) bytes, or GzipBombError names it."""
+    if compression != "gzip":
+        return open(path, "rb")
+    handle = igzip.open(path, "rb")
+    if max_ratio is None:
+        return handle
+    compressed = os.path.getsize(path)
+    limit = max(int(max_ratio * compressed), GZIP_BOUND_FLOOR)
+    return _BoundedReader(handle, limit, (
+        f"{shown or path}: the compressed file ({compressed:,} bytes) expands to more than {limit:,} bytes, "
+        f"over {max_ratio:g} times its size (dbt var deis_gzip_max_ratio): not a plausible text file (blank "
+        f"lines or a decompression bomb?); refused before reading on. Decompress it and check its content, "
+        f"or raise deis_gzip_max_ratio if the file is genuine"))
+
+
+def detect_encoding(path: str | os.PathLike, compression: str = "none", max_ratio: float | None = None,
+                    shown: str | None = None) -> str:
     """'utf-8' if the bytes decode as UTF-8, else 'latin-1' (which decodes any byte).
 
     Stops at the first chunk that settles it: a decoding error means latin-1; a chunk that
@@ -476,7 +556,7 @@ def detect_encoding(path: str | os.PathLike, compression: str = "none") -> str:
     forms valid UTF-8 sequences). A pure-ASCII file is UTF-8 (the two agree on it).
     """
     decoder = codecs.getincrementaldecoder("utf-8")()
-    with _open_bytes(str(path), compression) as handle:
+    with _open_bytes(str(path), compression, max_ratio, shown) as handle:
         while chunk := handle.read(CHUNK):
             try:
                 decoder.decode(chunk)
@@ -591,13 +671,17 @@ class _LineSearch:
         return False
 
 
-def scan_lines(path: str, compression: str = "none") -> tuple[int, tuple[int, ...], str, int]:
+def scan_lines(path: str, compression: str = "none", max_ratio: float | None = None,
+               shown: str | None = None) -> tuple[int, tuple[int, ...], str, int]:
     """(lines, numbers of the blank lines, sha256 of the bytes read, bytes read): see LineScan."""
     scan = LineScan()
     try:
-        with _open_bytes(path, compression) as handle:
+        with _open_bytes(path, compression, max_ratio, shown) as handle:
             while chunk := handle.read(CHUNK):
                 scan.update(chunk)
+    except GzipBombError:
+        scan.close()
+        raise
     except (EOFError, OSError) as error:   # a cut or damaged .gz: igzip raises at the cut
         raise _damaged_gzip(path, scan.result()[0], error) from None
     return scan.result()
@@ -609,9 +693,10 @@ def _damaged_gzip(shown: str, lines: int, error: Exception) -> DeisFileError:
                          f"({error or type(error).__name__}); download or compress it again")
 
 
-def _first_lines(path: str, encoding: str, compression: str) -> list[str]:
+def _first_lines(path: str, encoding: str, compression: str, max_ratio: float | None = None,
+                 shown: str | None = None) -> list[str]:
     lines = []
-    with _open_bytes(path, compression) as raw, codecs.getreader(encoding)(raw) as handle:
+    with _open_bytes(path, compression, max_ratio, shown) as raw, codecs.getreader(encoding)(raw) as handle:
         for line in handle:
             lines.append(line.rstrip("\r\n"))
             if len(lines) >= SNIFF_LINES + 1:
@@ -651,10 +736,10 @@ def _map_header(fields: list[str], kind: str, shown: str) -> tuple[tuple[str, ..
                 f"{shown}: the header names no commune column (COMUNA, COD_COMUNA, CODIGO_COMUNA, ...); "
                 f"commune rates need the mother's commune of residence of every birth. If this is the "
                 f"open DEIS series (Serie_Nacimientos_*), it has only the region: use the per-year DEIS "
-                f"births bases (one file per year with COMUNA) instead (header found: {';'.join(fields)})")
+                f"births bases (one file per year with COMUNA) instead (header found: {excerpt(';'.join(fields))})")
         raise DeisFileError(
             f"{shown}: the header does not name the DEIS {kind} column(s) {', '.join(missing)} "
-            f"(header found: {';'.join(fields)}); see docs/deis-layouts.md for the accepted names")
+            f"(header found: {excerpt(';'.join(fields))}); see docs/deis-layouts.md for the accepted names")
     return tuple(columns), layout
 
 
@@ -681,9 +766,11 @@ def _headerless_layout(count: int, kind: str, shown: str, expected: str) -> tupl
 
 
 def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | None = None,
-               scanned: tuple | None = None) -> DeisFile:
+               scanned: tuple | None = None, gzip_max_ratio: float | None = Limits.gzip_max_ratio) -> DeisFile:
     """Decide how to read one text file (plain or gzip), or raise DeisFileError saying what is wrong.
-    `scanned`: the file's scan_lines result when it is already known (a ZIP member just unpacked)."""
+    `scanned`: the file's scan_lines result when it is already known (a ZIP member just unpacked,
+    already bounded by the ZIP limits). `gzip_max_ratio`: how far a .gz file may expand (None:
+    no bound)."""
     shown = source_file or path
     if SERIES_PATTERN.search(PurePosixPath(shown).name) and kind == "births":
         raise DeisFileError(
@@ -697,7 +784,7 @@ def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | 
                 "and the mother's commune (COMUNA), or no header and the 11 or 33 documented columns")
     compression = "gzip" if path.lower().endswith(".gz") else "none"
     try:
-        with _open_bytes(path, compression) as handle:
+        with _open_bytes(path, compression, gzip_max_ratio, shown) as handle:
             head = handle.read(SNIFF_BYTES)
     except (OSError, EOFError) as error:
         raise DeisFileError(f"{shown}: cannot be read ({error})") from None
@@ -708,14 +795,14 @@ def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | 
     except DeisFileError as error:
         raise DeisFileError(f"{error}; expected {expected}") from None
     try:
-        encoding = detect_encoding(path, compression) if encoding in (None, "", "auto") \
+        encoding = detect_encoding(path, compression, gzip_max_ratio, shown) if encoding in (None, "", "auto") \
             else ENCODINGS.get(encoding.lower())
     except (EOFError, OSError) as error:
         raise _damaged_gzip(shown, 0, error) from None
     if encoding is None:
         raise DeisFileError(f"{shown}: unsupported encoding; use auto, latin-1 or utf-8")
     try:
-        lines = _first_lines(path, encoding, compression)
+        lines = _first_lines(path, encoding, compression, gzip_max_ratio, shown)
     except (EOFError, OSError) as error:
         raise _damaged_gzip(shown, 0, error) from None
     except UnicodeDecodeError as error:
@@ -737,7 +824,7 @@ def sniff_file(path: str, kind: str, encoding: str = "auto", source_file: str | 
         if line and count != len(columns):
             raise DeisFileError(f"{shown}: line {number} has {count} column(s), line 1 has "
                                 f"{len(columns)}; expected {expected}")
-    n_lines, blank, digest, size = scanned or scan_lines(path, compression)
+    n_lines, blank, digest, size = scanned or scan_lines(path, compression, gzip_max_ratio, shown)
     if n_lines - int(header) - len(blank) == 0:
         raise EmptyDeisFile(
             f"{shown}: {'only a header' if header else 'only blank lines'}, no {kind} records; "
@@ -772,7 +859,9 @@ def inspect_all(spec: str, kind: str, encoding: str = "auto", cache_dir: str | o
     def sniff(path: str, entry_type: str, **how) -> DeisFile | None:
         shown = how.get("source_file") or path
         try:
-            return sniff_file(path, kind, encoding, **how)
+            # A ZIP member was bounded as it was unpacked (deis_zip_max_*); a .gz file is bounded here.
+            bound = None if "scanned" in how else limits.gzip_max_ratio
+            return sniff_file(path, kind, encoding, gzip_max_ratio=bound, **how)
         except EmptyDeisFile:
             if empty_files != "audit":
                 raise
@@ -837,7 +926,8 @@ def inspect_json(spec: str, kind: str, encoding: str = "auto", cache_dir: str | 
     """`inspect_all` as JSON for SQL callers: {"files": [...], "entries": [...]} or {"error": "..."}."""
     settings = json.loads(options or "{}")
     limits = Limits(int(settings.get("max_member_bytes", Limits.max_member_bytes)),
-                    float(settings.get("max_ratio", Limits.max_ratio)))
+                    float(settings.get("max_ratio", Limits.max_ratio)),
+                    float(settings.get("gzip_max_ratio", Limits.gzip_max_ratio)))
     empty_files = settings.get("empty_files", "stop")
     key = (spec, kind, encoding, cache_dir, limits, empty_files, _signature(spec))
     with _CACHE_LOCK:
@@ -889,10 +979,23 @@ def read_text_strict(path: str) -> str:
         raise DeisFileError(f"{path}: no such file; set raw_data_dir to the folder that holds it")
     compression = "gzip" if path.lower().endswith(".gz") else "none"
     try:
-        with _open_bytes(path, compression) as handle:
-            data = handle.read()
+        with _open_bytes(path, compression, Limits.gzip_max_ratio) as handle:
+            data = b"".join(iter(lambda: handle.read(CHUNK), b""))
     except (EOFError, OSError) as error:
         raise _damaged_gzip(path, 0, error) from None
+    if kind := utf16_kind(data[:4096]):
+        raise DeisFileError(
+            f"{path}: the file is {kind} encoded (byte-order mark or a NUL byte beside every character), "
+            f"not UTF-8; save it as UTF-8") from None
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise DeisFileError(f"{path} line {line}: a NUL byte: binary content, not a text file; "
+                            f"save the file as UTF-8 text") from None
+    if b"\r" in data and b"\n" not in data:
+        # Classic Mac line ends: the whole file would be read as one line (and quoted as one).
+        raise DeisFileError(
+            f"{path}: its lines end with a carriage return only (CR, no line feed), so the file reads "
+            f"as a single line of {len(data):,} bytes; save it with LF (or CRLF) line ends") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -929,7 +1032,7 @@ def control_totals(path: str) -> list[dict]:
         found = [i for i, name in enumerate(header) if name in names]
         if not found:
             raise DeisFileError(f"{path}: the births control file needs a column for the {role} "
-                                f"(one of {', '.join(names)}); header found: {rows[0]}")
+                                f"(one of {', '.join(names)}); header found: {excerpt(rows[0])}")
         where[role] = found[0]
     totals: dict[tuple[int, str], int] = {}
     for number, line in enumerate(rows[1:], start=2):

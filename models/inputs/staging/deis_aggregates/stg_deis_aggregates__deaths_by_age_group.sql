@@ -19,6 +19,7 @@ parsed as (
         {{ commune_code('fields[1]') }} as commune_code,
         {{ whole_number('fields[2]', '4') }} as year_number,
         {{ year_in_range('fields[2]') }} as year,
+        coalesce({{ year_outside_window('fields[2]') }}, false) as is_year_outside_window,
         case when trim(fields[3]) in ('Hombre', 'Mujer') then trim(fields[3]) end as sex,
         {{ whole_number('fields[4]') }} as deaths,
         case when regexp_full_match(trim(fields[5]), '[0-9]{1,3}([.][0-9]+)?')
@@ -33,6 +34,8 @@ checked as (
         case
             when trim(line) = '' then 'blank_line'
             when field_count <> 6 then 'wrong_field_count'
+            -- A year the window leaves out: counted outside it, whatever else the line holds.
+            when is_year_outside_window then 'year_outside_window'
             when commune_code is null then 'commune_code_malformed'
             when year_number is null then 'year_not_whole_number'
             when year is null then 'year_out_of_range'

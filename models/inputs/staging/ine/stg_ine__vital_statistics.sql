@@ -18,6 +18,7 @@ parsed as (
         is_unterminated_last_line,
         {{ whole_number('fields[1]', '4') }} as year_number,
         {{ year_in_range('fields[1]') }} as year,
+        coalesce({{ year_outside_window('fields[1]') }}, false) as is_year_outside_window,
         {{ commune_code('fields[2]') }} as commune_code,
         trim(fields[3]) as commune_name,
         case trim(fields[4])
@@ -35,6 +36,8 @@ checked as (
         case
             when trim(line) = '' then 'blank_line'
             when field_count <> 6 then 'wrong_field_count'
+            -- A year the window leaves out: counted outside it, whatever else the line holds.
+            when is_year_outside_window then 'year_outside_window'
             when year_number is null then 'year_not_whole_number'
             when year is null then 'year_out_of_range'
             when commune_code is null then 'commune_code_malformed'
