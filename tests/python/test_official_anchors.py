@@ -151,9 +151,9 @@ def test_every_commune_against_minsal_2011_2020_with_the_period_mismatch_named(a
 
 MALFORMED = [
     ("unknown commune code", lambda line: line.replace("01101", "01199", 1).replace("1101,", "1199,", 1),
-     "Unknown territorial unit in {file} line {line}"),
+     "Unknown territorial unit in {path} line {line}"),
     ("rate that is not a number", lambda line: line.replace("6.2367544656373", "6.2x", 1),
-     "Not a number in {file} line {line}"),
+     "Not a number in {path} line {line}"),
 ]
 
 
@@ -166,7 +166,8 @@ def test_a_malformed_line_stops_the_build_naming_file_and_line(tmp_path, case, m
     number = next(i for i, text in enumerate(lines, 1) if text.startswith("1101,Iquique"))
     lines[number - 1] = mutate(lines[number - 1])
     path.write_text("".join(lines), encoding="utf-8")
-    result = run_dbt(["build", "--select", "+stg_minsal__drdss_2023_infant_mortality_rates"], tmp_path / "db.duckdb",
+    result = run_dbt(["build", "--indirect-selection", "cautious", "--select", "+stg_minsal__drdss_2023_infant_mortality_rates"],
+                     tmp_path / "db.duckdb",
                      {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
-    assert message.format(file=MINSAL_FILE, line=number) in result.stdout, result.stdout[-3000:]
+    assert message.format(path=path, line=number) in result.stdout, result.stdout[-3000:]

@@ -5,12 +5,33 @@
 -- disagree, a rate that is neither a number, blank nor MINSAL's `--` (no value published), or a
 -- duplicated unit stops the build naming the file and line: a broken copy of reference data,
 -- not a gap to audit.
-with source as (
-    select * from {{ source('minsal', 'drdss_2023_infant_mortality_rates') }}
+-- The file is read line by line (macros/raw_text_files.sql, as the INE and UN IGME files are), so
+-- every message names the real line: a header that differs or a line with more or fewer fields
+-- stops there.
+{% set header = ['codigo', 'unidad_territorial', 'tmi_total_2017_2019', 'tmi_hombres_2017_2019',
+                 'tmi_mujeres_2017_2019', 'tmi_total_2020', 'tmi_hombres_2020', 'tmi_mujeres_2020',
+                 'tmi_total_2011_2020', 'tmi_hombres_2011_2020', 'tmi_mujeres_2011_2020', 'codigo_comuna'] | join(',') %}
+with lines as (
+    {{ reference_csv_lines(source('minsal', 'drdss_2023_infant_mortality_rates'), header) }}
 ),
 
 numbered as (
-    {{ numbered_csv_rows('source') }}
+    select
+        source_file,
+        source_line,
+        fields[1] as codigo,
+        fields[2] as unidad_territorial,
+        fields[3] as tmi_total_2017_2019,
+        fields[4] as tmi_hombres_2017_2019,
+        fields[5] as tmi_mujeres_2017_2019,
+        fields[6] as tmi_total_2020,
+        fields[7] as tmi_hombres_2020,
+        fields[8] as tmi_mujeres_2020,
+        fields[9] as tmi_total_2011_2020,
+        fields[10] as tmi_hombres_2011_2020,
+        fields[11] as tmi_mujeres_2011_2020,
+        fields[12] as codigo_comuna
+    from lines
 ),
 
 regions as (
