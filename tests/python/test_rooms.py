@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 import pytest
 
-ROOMS = ("inputs", "core", "comparisons", "trends", "inequity", "maps", "screening", "causes", "audit", "meta")
+ROOMS = ("inputs", "core", "comparisons", "trends", "inequity", "maps", "screening", "study", "causes", "audit", "meta")
 # Models other rooms may read although they are intermediate: the input modes' ports and each
 # room's audit port, which the audit room unions.
 PORT_PREFIXES = ("int_input__", "int_audit__")
