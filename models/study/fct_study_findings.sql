@@ -174,6 +174,7 @@ joined as (
         prais.apc_ci95_upper,
         prais.p_value as prais_p_value,
         prais.trend as prais_trend,
+        prais.note as prais_note,
         case
             when prais.p_value is null or prais.slope_log10 is null then null
             when prais.p_value < {{ p_threshold }} and prais.slope_log10 > 0 then 'increasing'
@@ -302,6 +303,7 @@ select
     prais_p_value,
     prais_trend,
     prais_direction,
+    prais_note,
     headline_method,
     headline_trend,
     finding_holds,
