@@ -299,13 +299,14 @@ select
     value_within_interval,
     cast(rank_in_region as integer) as commune_rank,
     cast(n_communes_ranked as integer) as n_communes_ranked,
-    prais_fitter,
-    prais_p_value,
-    prais_trend,
-    prais_direction,
-    prais_note,
-    headline_method,
-    headline_trend,
+    -- The trend columns describe a trend statement only (null on the other kinds' rows).
+    case when finding_kind = 'trend' then prais_fitter end as prais_fitter,
+    case when finding_kind = 'trend' then prais_p_value end as prais_p_value,
+    case when finding_kind = 'trend' then prais_trend end as prais_trend,
+    case when finding_kind = 'trend' then prais_direction end as prais_direction,
+    case when finding_kind = 'trend' then prais_note end as prais_note,
+    case when finding_kind = 'trend' then {{ string_var('trend_method') }} end as headline_method,
+    case when finding_kind = 'trend' then headline_trend end as headline_trend,
     finding_holds,
     case
         when not_computable_reason is not null then 'not_computable'
