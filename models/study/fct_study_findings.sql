@@ -30,6 +30,10 @@ built_periods as (
     from comparisons
 ),
 
+built_indicators as (
+    select distinct region_code, indicator from built_periods
+),
+
 -- The study's own period when built (a custom_period can add it), else the longest built
 -- period inside it (earliest first on a tie).
 picked as (
@@ -49,8 +53,8 @@ picked as (
     inner join built_periods
         on findings.region_code = built_periods.region_code
         and findings.indicator = built_periods.indicator
-        and built_periods.period_start >= findings.study_period_start
-        and built_periods.period_end <= findings.study_period_end
+        and findings.study_period_start <= built_periods.period_start
+        and findings.study_period_end >= built_periods.period_end
 ),
 
 chosen as (
@@ -58,12 +62,12 @@ chosen as (
         findings.*,
         picked.period_start,
         picked.period_end,
-        exists (
-            select 1 from built_periods
-            where built_periods.region_code = findings.region_code and built_periods.indicator = findings.indicator
-        ) as indicator_is_built
+        built_indicators.indicator is not null as indicator_is_built
     from findings
     left join picked on findings.finding_id = picked.finding_id and picked.pick = 1
+    left join built_indicators
+        on findings.region_code = built_indicators.region_code
+        and findings.indicator = built_indicators.indicator
 ),
 
 -- What the input holds for the region each year (deaths and births of any indicator).
