@@ -170,6 +170,7 @@ NOT_AREA_AGGREGATES = {
     "dim_indicator": "reference", "dim_stratifier": "reference",
     "fct_smoothed_rates": "commune rows pooled as fct_commune_vs_region pools them (checked below)",
     "fct_commune_screening": "commune rows: fct_commune_vs_region's comparison and the commune's trend",
+    "fct_study_findings": "the study's statements: commune rows of fct_commune_vs_region and fct_trends",
     "fct_commune_vs_peers": "a commune against peers chosen across regions, each on its own published years",
     "fct_commune_vs_benchmark": "a commune against benchmark communes, each on its own published years",
 }
