@@ -114,21 +114,38 @@ missing_spans as (
     group by finding_id, reason, span
 ),
 
-missing as (
+-- The same years as spans whatever their reason: '2005-2014'.
+missing_year_spans as (
     select
         finding_id,
         string_agg(
             case when first_year = last_year then cast(first_year as varchar)
                 else cast(first_year as varchar) || '-' || cast(last_year as varchar) end,
             ', ' order by first_year
-        ) as missing_years,
+        ) as missing_years
+    from (
+        select finding_id, min(year) as first_year, max(year) as last_year
+        from (
+            select *, year - row_number() over (partition by finding_id order by year) as span
+            from missing_years
+        ) as numbered
+        group by finding_id, span
+    ) as spans
+    group by finding_id
+),
+
+missing as (
+    select
+        missing_spans.finding_id,
+        any_value(missing_year_spans.missing_years) as missing_years,
         string_agg(
             case when first_year = last_year then cast(first_year as varchar)
                 else cast(first_year as varchar) || '-' || cast(last_year as varchar) end || ': ' || reason,
             '; ' order by first_year
         ) as missing_years_reason
     from missing_spans
-    group by finding_id
+    inner join missing_year_spans on missing_spans.finding_id = missing_year_spans.finding_id
+    group by missing_spans.finding_id
 ),
 
 ranked as (
