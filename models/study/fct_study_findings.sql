@@ -24,6 +24,21 @@ trends as (
     where area_level = 'commune'
 ),
 
+-- What the input holds for the region each year (deaths and births of any indicator).
+region_years as (
+    select
+        region_code, year,
+        bool_or(deaths is not null) as has_deaths,
+        bool_or(live_births is not null) as has_births
+    from {{ ref('fct_area_year_rates') }}
+    where area_level = 'region'
+    group by region_code, year
+),
+
+built_regions as (
+    select distinct region_code from region_years
+),
+
 -- The periods the build compared communes over, per region and indicator.
 built_periods as (
     select distinct region_code, indicator, period_start, period_end
@@ -62,27 +77,18 @@ chosen as (
         findings.*,
         picked.period_start,
         picked.period_end,
-        built_indicators.indicator is not null as indicator_is_built
+        built_indicators.indicator is not null as indicator_is_built,
+        built_regions.region_code is not null as region_is_built
     from findings
+    left join built_regions on findings.region_code = built_regions.region_code
     left join picked on findings.finding_id = picked.finding_id and picked.pick = 1
     left join built_indicators
         on findings.region_code = built_indicators.region_code
         and findings.indicator = built_indicators.indicator
 ),
 
--- What the input holds for the region each year (deaths and births of any indicator).
-region_years as (
-    select
-        region_code, year,
-        bool_or(deaths is not null) as has_deaths,
-        bool_or(live_births is not null) as has_births
-    from {{ ref('fct_area_year_rates') }}
-    where area_level = 'region'
-    group by region_code, year
-),
-
 study_years as (
-    select finding_id, region_code, indicator_is_built, period_start, period_end,
+    select finding_id, region_code, region_is_built, indicator_is_built, period_start, period_end,
         unnest(generate_series(study_period_start, study_period_end)) as year
     from chosen
 ),
@@ -92,6 +98,7 @@ missing_years as (
         study_years.finding_id,
         study_years.year,
         case
+            when not study_years.region_is_built then 'region_not_in_build'
             when not coalesce(region_years.has_deaths, false) then 'deaths_not_in_input'
             when not study_years.indicator_is_built then 'indicator_not_in_build'
             when not coalesce(region_years.has_births, false) then 'births_not_in_input'
@@ -251,6 +258,7 @@ valued as (
             else ci95_upper
         end as warehouse_ci95_upper,
         case
+            when period_start is null and not region_is_built then 'region_not_in_build'
             when period_start is null and not indicator_is_built then 'indicator_not_in_build'
             when period_start is null then 'deaths_not_in_input'
             when rate_per_1000 is null then 'commune_rate_unavailable'
