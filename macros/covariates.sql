@@ -15,4 +15,7 @@ select
     regexp_extract(source_file, '[^/\\]+$') as source_file,
     source_line
 from lines
+-- A blank line holds nothing (it keeps its place in the numbering); before, it became a row
+-- without a commune code that stopped the build through a not_null test naming no line.
+where trim(line) <> ''
 {%- endmacro %}

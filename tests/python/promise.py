@@ -76,7 +76,8 @@ def differing_marts(clean_db: Path | str, other_db: Path | str,
                     ignore: tuple[str, ...] = ("meta_build", "audit_input_files")) -> dict[str, int]:
     """Every mart compared cell by cell (as whole rows, both ways): {mart: rows that differ} for
     the marts that are not identical. meta_build (build time, vars) and audit_input_files (paths)
-    name the build, not its numbers."""
+    name the build, not its numbers; so does the folder of a `source_file` (raw_data_dir), which
+    is compared by the file's name."""
     with duckdb.connect() as con:
         con.execute("attach ? as clean (read_only)", [str(clean_db)])
         con.execute("attach ? as other (read_only)", [str(other_db)])
@@ -87,7 +88,12 @@ def differing_marts(clean_db: Path | str, other_db: Path | str,
         for name in names:
             if name in ignore:
                 continue
-            a, b = f"clean.marts.{name}", f"other.marts.{name}"
+            columns = [row[0] for row in con.execute(
+                "select column_name from duckdb_columns() where database_name = 'clean' and schema_name = 'marts' "
+                "and table_name = ? order by column_index", [name]).fetchall()]
+            select = ", ".join(f"regexp_extract(\"{c}\", '[^/\\\\]+$') as \"{c}\"" if c == "source_file" else f'"{c}"'
+                               for c in columns)
+            a, b = f"(select {select} from clean.marts.{name})", f"(select {select} from other.marts.{name})"
             (rows,) = con.execute(f"select (select count(*) from (from {a} except all from {b})) "
                                   f"+ (select count(*) from (from {b} except all from {a}))").fetchone()
             if rows:

@@ -123,3 +123,26 @@ def test_the_continuity_test_catches_births_put_under_the_wrong_commune(tmp_path
     assert result.returncode != 0
     assert "Failure in test assert_bundled_births_continuous_across_recodes" in result.stdout
     assert "Failure in test stg_deis_aggregates__births_by_commune_year" not in result.stdout
+
+
+def test_a_malformed_bundle_line_stops_naming_it_and_a_narrower_window_does_not(tmp_path):
+    # Before (issue 41 part 8, found by the input fuzz): births "4.7" on one line stopped the
+    # build only through the data test every_line_is_read ("Got 1 result"), naming neither file
+    # nor line; and any input_year_min after 2001 stopped it the same way (every line of 2001 to
+    # the minimum was year_out_of_range). Now the malformed line is named, a line of a real year
+    # outside the window is left out of the window, and a blank line holds nothing.
+    import shutil
+
+    raw = tmp_path / "raw"
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw)
+    bundle = raw / "deis_births_by_commune_year_2001_2016.csv"
+    lines = bundle.read_text(encoding="utf-8").split("\n")
+    vichuquen = next(i for i, line in enumerate(lines) if line.startswith("2009,07309,"))
+    lines[vichuquen] = lines[vichuquen].replace(",47,", ",4.7,")
+    lines[vichuquen - 5] = ""
+    bundle.write_text("\n".join(lines), encoding="utf-8")
+    result = run_dbt(["build", "--select", "+stg_deis_aggregates__births_by_commune_year"], tmp_path / "bundle.duckdb",
+                     {"raw_data_dir": str(raw), "input_year_min": 2005}, check=False)
+    assert result.returncode != 0
+    assert f"{bundle} line {vichuquen + 1}: count_not_whole_number" in result.stdout, result.stdout[-3000:]
+    assert "Failure in test" not in result.stdout

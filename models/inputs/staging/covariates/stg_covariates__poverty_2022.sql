@@ -32,3 +32,5 @@ select
     regexp_extract(source_file, '[^/\\]+$') as source_file,
     source_line
 from checked
+-- A blank line holds nothing (it keeps its place in the numbering).
+where trim(line) <> ''

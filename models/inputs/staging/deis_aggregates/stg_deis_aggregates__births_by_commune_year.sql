@@ -22,6 +22,7 @@ parsed as (
         is_unterminated_last_line,
         {{ whole_number('fields[1]', '4') }} as year_number,
         {{ year_in_range('fields[1]') }} as year,
+        {{ year_outside_window('fields[1]') }} as is_outside_window,
         {{ commune_code('fields[2]') }} as commune_code_derived,
         trim(fields[3]) as commune_name,
         {{ commune_code('fields[4]') }} as commune_code_as_read,
@@ -47,6 +48,7 @@ checked as (
             when trim(line) = '' then 'blank_line'
             when field_count <> 9 then 'wrong_field_count'
             when year_number is null then 'year_not_whole_number'
+            when is_outside_window then null
             when year is null then 'year_out_of_range'
             when commune_code_as_read is null then 'commune_code_malformed'
             when commune_code_mapping = 'unsourced' then 'commune_code_unmapped'
@@ -80,6 +82,16 @@ select
     parse_problem,
     line as raw_line
 from keyed
-where (
+-- A line of a real year outside input_year_min..input_year_max is out of the build's window, and
+-- a blank line holds nothing (both keep their place in the numbering).
+where not coalesce(is_outside_window, false)
+    and trim(line) <> ''
+    and (
     {{ duplicate_key_stop(key) }}) is null
     and ({{ implausible_count_stop('live_births', 'nacimientos') }}) is null
+    -- Every line is read or the build stops naming it (issue 41 part 8: a malformed line used to
+    -- stop only through the data test every_line_is_read, "Got 1 result", naming no line).
+    and (case when parse_problem is not null and parse_problem <> 'blank_line'
+        then error(source_file || ' line ' || cast(source_line as varchar) || ': ' || parse_problem
+            || ' (' || {{ text_excerpt('line') }} || '); write the line as ' || {{ sql_string(header) }})
+    end) is null
