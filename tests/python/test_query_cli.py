@@ -81,7 +81,7 @@ def test_never_truncates_silently(bundled_warehouse):
     assert exact.stdout.strip().splitlines()[-1] == f"{n_rows} rows"  # all shown: no note
 
 
-def test_a_huge_result_prints_its_first_rows_in_bounded_time_and_memory(warehouse_copy):
+def test_a_huge_result_prints_its_first_rows_in_bounded_memory(warehouse_copy):
     # `select * from range(5e7)` once read all 50 million rows into pandas to print 200 of them
     # (986 MB and 4.3 s here, 1 GB and 29 s on a loaded machine).
 
@@ -101,7 +101,9 @@ def test_a_huge_result_prints_its_first_rows_in_bounded_time_and_memory(warehous
     assert lines[-1] == "more than 200 rows (showing the first 200; --all prints every row, --csv FILE saves them)"
     peak_mb = int(result.stderr.split("peak")[-1]) / 1024  # Linux: kilobytes
     print(f"\nrange(50 000 000): first 200 rows in {elapsed:.2f} s, peak {peak_mb:.0f} MB")
-    assert peak_mb < 300 and elapsed < 10, (peak_mb, elapsed)  # 50e6 BIGINTs alone are 400 MB
+    # Memory is what streaming bounds (50e6 BIGINTs alone are 400 MB); the time is printed, not
+    # asserted: it depends on the machine's load (a benchmark's job, not a test's).
+    assert peak_mb < 300, (peak_mb, elapsed)
 
 
 def test_nested_and_storage_results_print_readably(warehouse_copy):
