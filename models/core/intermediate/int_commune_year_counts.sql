@@ -104,6 +104,8 @@ checked as (
     select
         *,
         coalesce(source_problem, case
+            -- No births at all says more than "implausible" (the commune is missing from the births).
+            when live_births = 0 and deaths >= 0 then 'no_live_births'
             when {{ outside.format(k=k, m=m, y='age_0_population') }}
                 or {{ outside.format(k=k, m=m, y='series_median_births') }}
                 then 'implausible_births'
