@@ -19,6 +19,7 @@ import pytest
 from scipy.stats import chi2
 
 from conftest import REPO_ROOT, query, run_dbt
+from raw_counts import derived_commune_years
 
 RAW = REPO_ROOT / "data" / "raw"
 MINSAL_FILE = "minsal_drdss_2023_infant_mortality_rates.csv"
@@ -40,21 +41,7 @@ def minsal() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def commune_years() -> pd.DataFrame:
-    """Derived infant deaths and births per commune-year from the raw files, and whether published."""
-    ine = pd.read_csv(RAW / "ine_vital_statistics_chile_2010_2019.csv", dtype={"codigo_comuna": str})
-    ine = ine[ine["sexo"] == "total"].pivot_table(index=["codigo_comuna", "anio"], columns="evento",
-                                                  values="cantidad", aggfunc="sum")
-    deis = pd.read_csv(RAW / "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv")
-    deis = deis[deis["Age group"] == "1+"].assign(
-        codigo_comuna=lambda f: f["CODIGO_COMUNA_RESIDENCIA"].astype(str).str.zfill(5))
-    aged_1_plus = deis.groupby(["codigo_comuna", "Year"])["Death_count_all_cause"].sum()
-    aged_1_plus.index = aged_1_plus.index.set_names(["codigo_comuna", "anio"])
-    frame = ine.join(aged_1_plus.rename("aged_1_plus"), how="left").fillna({"aged_1_plus": 0}).reset_index()
-    frame["deaths"] = (frame["defuncion"] - frame["aged_1_plus"]).astype(int)
-    frame["births"] = frame["nacimiento"].astype(int)
-    frame["region"] = frame["codigo_comuna"].str[:2]
-    frame["published"] = (frame["births"] > 0) & frame["deaths"].between(0, frame["births"])
-    return frame.rename(columns={"codigo_comuna": "commune", "anio": "year"})
+    return derived_commune_years(RAW)
 
 
 @pytest.fixture(scope="module")
