@@ -23,3 +23,10 @@
 {% macro vital_source() -%}
     {{ return(setting('vital_source')) }}
 {%- endmacro %}
+
+{#- A span of years as people write it: '2017-2019', or '2020' for a single year. -#}
+{% macro year_span_label(first_year, last_year) -%}
+    case when {{ last_year }} > {{ first_year }}
+        then cast({{ first_year }} as varchar) || '-' || cast({{ last_year }} as varchar)
+        else cast({{ first_year }} as varchar) end
+{%- endmacro %}

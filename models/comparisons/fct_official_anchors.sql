@@ -149,8 +149,7 @@ select
     'imr' as indicator,
     cast(period_start as integer) as minsal_period_start,
     cast(period_end as integer) as minsal_period_end,
-    cast(period_start as varchar) || case when period_end > period_start then '-' || cast(period_end as varchar) else '' end
-        as minsal_period_label,
+    {{ year_span_label('period_start', 'period_end') }} as minsal_period_label,
     minsal_rate as minsal_rate_per_1000,
     minsal_rate_male as minsal_rate_male_per_1000,
     minsal_rate_female as minsal_rate_female_per_1000,

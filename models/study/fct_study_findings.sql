@@ -126,8 +126,7 @@ missing_year_spans as (
     select
         finding_id,
         string_agg(
-            case when first_year = last_year then cast(first_year as varchar)
-                else cast(first_year as varchar) || '-' || cast(last_year as varchar) end,
+            {{ year_span_label('first_year', 'last_year') }},
             ', ' order by first_year
         ) as missing_years
     from (
@@ -146,8 +145,7 @@ missing as (
         missing_spans.finding_id,
         any_value(missing_year_spans.missing_years) as missing_years,
         string_agg(
-            case when first_year = last_year then cast(first_year as varchar)
-                else cast(first_year as varchar) || '-' || cast(last_year as varchar) end || ': ' || reason,
+            {{ year_span_label('first_year', 'last_year') }} || ': ' || reason,
             '; ' order by first_year
         ) as missing_years_reason
     from missing_spans
