@@ -9,13 +9,11 @@ regions as (
 )
 
 select
-    -- Typed here: a build where no area-year is available gives the Python model an empty frame
-    -- (DuckDB types its columns NULL).
-    cast(inequality.area_level as varchar) as area_level,
-    cast(inequality.area_code as varchar) as area_code,
+    inequality.area_level,
+    inequality.area_code,
     case when inequality.area_level = 'country' then 'Chile' else regions.region_name end as area_name,
-    cast(inequality.indicator as varchar) as indicator,
-    cast(inequality.span as varchar) as span,
+    inequality.indicator,
+    inequality.span,
     cast(inequality.period_start as integer) as period_start,
     cast(inequality.period_end as integer) as period_end,
     cast(inequality.n_communes as integer) as n_communes,

@@ -2,8 +2,11 @@
 
 import duckdb
 import numpy as np
+import pandas as pd
+from conftest import REPO_ROOT
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 
 
 def test_the_same_rows_stored_in_any_order_are_read_in_one_order():
@@ -79,3 +82,22 @@ def test_the_frame_is_what_duckdb_df_gives_for_every_column_type():
     assert str(got["flag_null"].dtype) == "boolean" and str(got["huge"].dtype) == "float64"
     with_date = con.sql("select date '2020-01-01' + i::integer as day, i::decimal(9, 2) / 3 as amount from range(5) r(i)")
     pd.testing.assert_frame_equal(ordered_frame(with_date), with_date.order('"day", "amount"').df(), check_exact=True)
+
+
+def test_a_text_column_with_no_value_is_stored_as_text():
+    # An empty result, and a note that is NULL on every row: DuckDB types both NULL, which the
+    # marts' contracts refuse; through typed_frame they are VARCHAR and the NULLs stay NULLs.
+    empty = typed_frame(pd.DataFrame({"note": pd.Series([], dtype=object), "rate": pd.Series([], dtype=float)}))
+    assert [str(t) for t in duckdb.sql("select * from empty").types] == ["VARCHAR", "DOUBLE"]
+    rows = typed_frame(pd.DataFrame({"note": [None, None], "label": ["a", None], "converged": [True, None]}))
+    stored = duckdb.sql("select * from rows")
+    assert [str(t) for t in stored.types] == ["VARCHAR", "VARCHAR", "BOOLEAN"]
+    assert stored.fetchall() == [(None, "a", True), (None, None, None)]
+
+
+def test_every_python_model_returns_through_typed_frame():
+    models = sorted(REPO_ROOT.joinpath("models").rglob("*.py"))
+    returning_frames = [path for path in models if "ordered_frame(" in path.read_text()]
+    assert len(returning_frames) >= 10
+    untyped = [path.name for path in returning_frames if "return typed_frame(" not in path.read_text()]
+    assert untyped == []

@@ -7,6 +7,7 @@ the adjusted funnel limits of `int_funnel_limits` and give `fct_commune_vs_regio
 `commune_years` of `int_period_pooled_counts`, expected = births x the region's pooled rate."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.overdispersion import region_dispersion
 
 KEYS = ["pool_key", "indicator", "period_start", "period_end"]
@@ -22,4 +23,4 @@ def model(dbt, session):
     paired = communes.merge(regions, on=KEYS, suffixes=("", "_region"))
     paired = paired[paired["live_births"] > 0]
     paired["expected_deaths"] = paired["live_births"] * paired["deaths_region"] / paired["live_births_region"]
-    return region_dispersion(paired, trim)
+    return typed_frame(region_dispersion(paired, trim))

@@ -9,6 +9,7 @@ draw a funnel. Beside them, the limits adjusted for over-dispersion with the reg
 import pandas as pd
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.overdispersion import adjusted_funnel_rate_limits
 from infant_mortality.statistics.poisson import FUNNEL_BIRTHS_SPAN, funnel_rate_limits
 
@@ -56,4 +57,4 @@ def model(dbt, session):
                       "upper_95_per_1000", "lower_998_per_1000", "upper_998_per_1000", "phi", "tau2",
                       "adjusted_lower_95_per_1000", "adjusted_upper_95_per_1000", "adjusted_lower_998_per_1000",
                       "adjusted_upper_998_per_1000"]
-    return pd.DataFrame(rows, columns=columns)
+    return typed_frame(pd.DataFrame(rows, columns=columns))

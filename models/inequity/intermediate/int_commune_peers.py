@@ -4,6 +4,7 @@
 every covariate are left out here and named in the mart's description."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.peers import nearest_peers
 
 COVARIATES = ["income_poverty_2022", "multidimensional_poverty_2022", "log10_population"]
@@ -14,4 +15,4 @@ def model(dbt, session):
     k = int(dbt.config.get("peer_count"))
     covariates = ordered_frame(dbt.ref("int_commune_peer_covariates"))
     complete = covariates[covariates["has_all_covariates"]].set_index("commune_code")[COVARIATES]
-    return nearest_peers(complete, k)
+    return typed_frame(nearest_peers(complete, k))

@@ -4,6 +4,7 @@ fct_commune_vs_region chooses the benchmark; fct_commune_vs_benchmark compares (
 the YAML `config:` and are validated by `parse_benchmark_vars` (errors name the var)."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.inequality import benchmark_pairs, parse_benchmark_vars
 
 COLUMNS = ["commune_code", "commune_name", "region_code", "region_name", "indicator",
@@ -15,4 +16,4 @@ def model(dbt, session):
     min_deaths, listed = parse_benchmark_vars(dbt.config.get("benchmark_min_deaths"),
                                               dbt.config.get("benchmark_communes"))
     communes = ordered_frame(dbt.ref("fct_commune_vs_region"))[COLUMNS]
-    return benchmark_pairs(communes, min_deaths, listed)
+    return typed_frame(benchmark_pairs(communes, min_deaths, listed))

@@ -9,6 +9,7 @@ availability rule of every aggregate of communes: an area-year without a rate ha
 period pools the years fct_area_period_rates pools)."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.geographic_inequality import geographic_inequality
 
 
@@ -27,9 +28,9 @@ def model(dbt, session):
     pooled = (spans.groupby(["area_level", "area_code", "region_code", "commune_code", "indicator", "multiplier",
                              "period_start", "period_end"], sort=True, as_index=False)[["deaths", "live_births"]].sum())
     pooled = pooled.sort_values(["commune_code", "period_start", "period_end"], kind="stable", ignore_index=True)
-    return geographic_inequality(
+    return typed_frame(geographic_inequality(
         yearly, pooled,
         replicates=int(dbt.config.get("inequality_bootstrap_replicates")),
         min_years=int(dbt.config.get("trend_min_years")),
         p_threshold=float(dbt.config.get("trend_p_threshold")),
-    )
+    ))

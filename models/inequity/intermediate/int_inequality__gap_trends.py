@@ -6,6 +6,7 @@ int_trends also reads (declared once, models/trends/intermediate/_trend_settings
 trend marts cannot be configured differently."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.inequality import gap_trends, gradient_change_tests
 from infant_mortality.statistics.trends import trend_settings
 
@@ -34,4 +35,4 @@ def model(dbt, session):
         f"({trends.attrs['n_fitted']} fitted by {trends.attrs['method_label']}), "
         f"statistics {trends.attrs['fit_seconds']:.3f} s"
     )
-    return trends
+    return typed_frame(trends)

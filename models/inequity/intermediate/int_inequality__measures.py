@@ -5,6 +5,7 @@ area, indicator, period and stratifier, computed by
 import time
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.inequality import GROUP_KEYS, inequality_measures
 
 KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
@@ -16,4 +17,4 @@ def model(dbt, session):
     start = time.perf_counter()
     measures = inequality_measures(membership, KEYS)
     print(f"int_inequality__measures: {len(measures)} rows in {time.perf_counter() - start:.2f} s")
-    return measures
+    return typed_frame(measures)

@@ -5,6 +5,7 @@ only reads the commune rows and returns the ranked frame.
 """
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.inequality import GROUP_KEYS, rank_communes
 
 # Descriptive columns constant within a group, carried along with the keys.
@@ -14,4 +15,4 @@ KEYS = GROUP_KEYS + ["area_name", "period_label", "period_kind"]
 def model(dbt, session):
     dbt.config(materialized="table")
     communes = ordered_frame(dbt.ref("int_inequality__commune_inputs"))
-    return rank_communes(communes, KEYS)
+    return typed_frame(rank_communes(communes, KEYS))

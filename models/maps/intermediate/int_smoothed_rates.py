@@ -6,6 +6,7 @@ neighbour pairs of `dim_commune_neighbours`; the statistics are
 """
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.smoothing import smooth_commune_rates
 
 
@@ -14,4 +15,4 @@ def model(dbt, session):
     multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
     pooled = ordered_frame(dbt.ref("fct_commune_vs_region")).merge(multipliers, on="indicator")
     neighbours = ordered_frame(dbt.ref("dim_commune_neighbours"))
-    return smooth_commune_rates(pooled, neighbours)
+    return typed_frame(smooth_commune_rates(pooled, neighbours))

@@ -8,6 +8,7 @@ publishes it with a contract.
 """
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
 from infant_mortality.statistics.trends import fit_trends, trend_settings
 
 
@@ -25,4 +26,4 @@ def model(dbt, session):
         f"({trends.attrs['n_fitted']} fitted by {trends.attrs['method_label']}), "
         f"statistics {trends.attrs['fit_seconds']:.3f} s"
     )
-    return trends
+    return typed_frame(trends)
