@@ -74,10 +74,16 @@ CALIBRATION_COLUMNS = [
 
 
 def deaths_band(expected_deaths: np.ndarray) -> np.ndarray:
-    """The band label of each expected number of deaths."""
+    """The band label of each expected number of deaths; a bound belongs to the band above it.
+
+    Under no trend a window that holds all of an area's years expects exactly its observed
+    deaths, a whole number that is often a bound (100): summed in floating point it came out
+    99.99999999999999 or 100.00000000000001 by the order of the rows, and the series changed
+    band between two runs on the same data. Rounded to 1e-6 deaths first, it does not."""
     bounds = np.array([lower for _, lower in DEATHS_BANDS[1:]], dtype=float)
     labels = np.array([label for label, _ in DEATHS_BANDS], dtype=object)
-    return labels[np.searchsorted(bounds, np.asarray(expected_deaths, dtype=float), side="right")]
+    expected = np.round(np.asarray(expected_deaths, dtype=float), 6)
+    return labels[np.searchsorted(bounds, expected, side="right")]
 
 
 def expected_deaths(births: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:

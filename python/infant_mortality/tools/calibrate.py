@@ -61,7 +61,8 @@ def read_inputs(con: duckdb.DuckDBPyConnection, indicator: str) -> tuple[pd.Data
         "select r.area_level, r.area_code, r.area_name, r.region_code, r.year, r.indicator, r.deaths, "
         "r.live_births, i.multiplier from marts.fct_area_year_rates r "
         "join marts.dim_indicator i using (indicator) "
-        "where r.indicator = ? and r.live_births > 0 and r.deaths is not null and r.rate_per_1000 is not null",
+        "where r.indicator = ? and r.live_births > 0 and r.deaths is not null and r.rate_per_1000 is not null "
+        "order by r.area_level, r.area_code, r.year",
         [indicator]).df()
     if births.empty:
         raise CalibrationError(f"marts.fct_area_year_rates has no available rate of indicator {indicator!r}")
