@@ -517,6 +517,62 @@ def test_spanish_is_the_default_and_english_is_asked_for(bundled_warehouse, page
         assert spanish in text
 
 
+# The marts' English texts the report shows: (mart, column, condition).
+MART_TEXTS = [("fct_trends", "note", "true"), ("meta_build", "count_basis", "true"),
+              ("audit_data_quality", "consequence", "affects_results"),
+              ("audit_data_quality", "observed_value", "affects_results")]
+
+
+def mart_phrases(warehouse: Path) -> set[str]:
+    """Every text of those columns, and each of its '; '-joined parts that reads as a phrase."""
+    phrases = set()
+    for mart, column, condition in MART_TEXTS:
+        for (text,) in query(warehouse, f"select distinct {column} from marts.{mart} "
+                                        f"where {column} is not null and {condition}"):
+            phrases.update(part for part in [text, *text.split("; ")] if re.search(r"[a-z]{3,} [a-z]{2,}", part))
+    return phrases
+
+
+def test_every_text_the_report_shows_from_the_marts_has_its_spanish(bundled_warehouse):
+    from infant_mortality.report.mart_text import localised, untranslated
+
+    texts = [text for mart, column, condition in MART_TEXTS
+             for (text,) in query(bundled_warehouse, f"select distinct {column} from marts.{mart} "
+                                                     f"where {column} is not null and {condition}")]
+    assert len(texts) > 300
+    assert {text: untranslated(text) for text in texts if untranslated(text)} == {}
+    # The other input modes' count bases (macro deis_count_basis), and the values carried over.
+    for basis in ["DEIS microdata: death and birth records",
+                  "GENERATED DEIS-layout microdata (synthetic): death and birth records, not official figures",
+                  "DEIS microdata: death records; live births: bundled DEIS births by commune 2001-2016 (births.csv)"]:
+        assert untranslated(basis) == [], basis
+    use_language("es")
+    assert localised("rate unavailable (NULL) for 2010-2012, 2015 (no_live_births, negative_derived_count); "
+                     "not estimable: |rho| = 0.9737997 is not below trend_max_abs_rho = 0.95 (an AR(1) fit this "
+                     "close to a unit root or beyond interpolates the points; its p-value means nothing)") == (
+        "tasa no disponible para 2010-2012, 2015 (sin nacidos vivos, conteo derivado negativo); no estimable: "
+        "|rho| = 0,9737997 no es menor que trend_max_abs_rho = 0,95 (un ajuste AR(1) tan cerca de una raíz "
+        "unitaria, o más allá, interpola los puntos y su valor p no dice nada)")
+    # A text no template knows is kept whole, and said.
+    assert localised("something new; not estimable: 2 usable years, fewer than min_years = 5") == (
+        "something new; no estimable: 2 años utilizables, menos que min_years = 5")
+    assert untranslated("something new; no data for 2011") == ["something new"]
+
+
+def test_the_spanish_report_has_no_english_text_from_the_marts(bundled_warehouse, page_es, page):
+    """The page as read and every figure's data (hover texts included) hold none of the marts'
+    English phrases in Spanish; the English page holds them (the search finds what it looks for)."""
+    phrases = mart_phrases(bundled_warehouse)
+    assert len(phrases) > 100
+
+    def searched(p: str) -> str:
+        return visible_text(p) + json.dumps(embedded(p), ensure_ascii=False)
+
+    spanish, english = searched(page_es), searched(page)
+    assert sorted(phrase for phrase in phrases if phrase in spanish) == []
+    assert len([phrase for phrase in phrases if phrase in english]) > 50
+
+
 def figure_caption(page: str, fig_id: str) -> str:
     found = re.search(rf'<figcaption class="finding" id="{fig_id}-finding">(.*?)</figcaption>', page, re.S)
     assert found, fig_id

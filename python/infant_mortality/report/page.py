@@ -52,6 +52,7 @@ from infant_mortality.report.funnel import funnel_figure
 from infant_mortality.report.i18n import DEFAULT_LANGUAGE, MESSAGES, js_messages, language, pick, t, use_language
 from infant_mortality.report.inequity import gap_label, inequity_figure, measures_table
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
+from infant_mortality.report.mart_text import localised, reason
 from infant_mortality.report.ranking import ranking_figure
 from infant_mortality.report.tables import audit_html, comparison_table, esc, table_box
 from infant_mortality.report.trends import trends_figure
@@ -376,7 +377,7 @@ def benchmarks_html(marts: Marts, store: FigureStore, code: str) -> str:
     compared = rows[rows["unavailable_reason"].isna()]
     head = f"<h3>{esc(t('bench.heading'))}</h3>"
     if compared.empty:
-        reasons = ", ".join(sorted(rows["unavailable_reason"].dropna().unique())) or t("finding.none")
+        reasons = ", ".join(sorted(reason(code) for code in rows["unavailable_reason"].dropna().unique())) or t("finding.none")
         return head + f'<p class="note">{esc(t("bench.unavailable", reasons=reasons))}</p>'
     return (head + f'<p class="caption">{t("bench.caption", ind=esc(indicator_short(ind)))}</p>'
             + store.figure(f"fig-benchmarks-{code}", benchmark_figure(compared, ind), benchmark_finding(compared))
@@ -467,7 +468,7 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
 
 
 def _count_basis(marts: Marts) -> str:
-    return marts.settings.count_basis or t("header.no_basis")
+    return localised(marts.settings.count_basis) or t("header.no_basis")
 
 
 def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
@@ -504,7 +505,7 @@ def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
     generated = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
     built = (t("header.built", when=esc(marts.settings.built_at))
              + (t("header.commit", commit=esc(marts.settings.git_commit)) if marts.settings.git_commit else "") + ".")
-    basis_cls = ' class="generated-data"' if "generat" in count_basis.lower() else ""
+    basis_cls = ' class="generated-data"' if "generat" in (marts.settings.count_basis or "").lower() else ""
     messages = dict(js_messages(), locale=language())
     messages_json = json.dumps(messages, ensure_ascii=False).replace("</", "<\\/")
     return f"""<!DOCTYPE html>

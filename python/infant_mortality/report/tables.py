@@ -9,6 +9,7 @@ import pandas as pd
 
 from infant_mortality.report.common import fmt, fmt_p, funnel_label, indicator_short, num
 from infant_mortality.report.i18n import t
+from infant_mortality.report.mart_text import localised
 
 
 def esc(x) -> str:
@@ -144,6 +145,8 @@ def audit_html(audit: pd.DataFrame, communes: pd.DataFrame) -> str:
                     cells.append("<td></td>")
                 elif col == "commune_code":
                     cells.append(_cell(v, f"{names.get(v, '')} ({v})"))
+                elif col in ("consequence", "observed_value"):
+                    cells.append(_cell(localised(v)))
                 elif col in ("year", "records_affected", "source_line"):
                     cells.append(_cell(v, fmt(v, 0), numeric=True))
                 else:

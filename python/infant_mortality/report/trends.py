@@ -28,6 +28,7 @@ from infant_mortality.report.common import (
     trend_label,
 )
 from infant_mortality.report.i18n import t
+from infant_mortality.report.mart_text import localised
 
 # Panel geometry (px) handed to report.js, which picks the number of columns from the width.
 GRID = dict(max_cols=4, min_panel_px=250, row_px=190, row_px_narrow=160, gap_px=84, hspace=0.045)
@@ -106,7 +107,7 @@ def trends_figure(
         segments = segments.sort_values("segment")
         joinpoints = [int(y) for y in segments["segment_start"].iloc[1:]] if len(segments) > 1 else []
         # The title's tooltip: why there is no class (the mart's note), the joinpoint segments' APCs.
-        why = [(trend or {}).get("note")] + ([t("trends.segment", start=int(r.segment_start), end=int(r.segment_end),
+        why = [localised((trend or {}).get("note"))] + ([t("trends.segment", start=int(r.segment_start), end=int(r.segment_end),
                                                 apc=fmt_apc_short(r.apc)) for r in segments.itertuples()]
                                               if joinpoints else [])
         annotations.append(dict(text=_trend_title(name, trend, other, joinpoints, min_deaths), xref=f"{xa} domain",
