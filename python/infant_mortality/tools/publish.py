@@ -235,6 +235,7 @@ class DbtProgress:
         self.total = 0
         self.finished: set[int] = set()
         self.running: dict[int, tuple[str, float]] = {}  # node number -> (name, started)
+        self.explained: set[str] = set()  # phases whose status has said once why they take long
 
     def _enter(self, phase: str) -> None:
         if phase != self.phase:
@@ -270,8 +271,12 @@ class DbtProgress:
         elif self.phase == "parsing":
             what = f"dbt is reading the project and parsing what changed since the last build ({took})"
         elif self.phase == "full parse":
-            what = (f"dbt is parsing every model, test and macro ({took}; the first build in a folder parses "
-                    "them all, later ones reuse target/partial_parse.msgpack)")
+            what = f"dbt is parsing every model, test and macro ({took}"
+            if "full parse" not in self.explained:
+                self.explained.add("full parse")
+                what += ("; only the first build in a folder parses them all, usually in 10 to 20 s, "
+                         "later builds reuse target/partial_parse.msgpack")
+            what += ")"
         elif self.phase == "preparing":
             what = f"dbt is opening the database and running its start hooks ({took})"
         elif self.phase == "nodes":
