@@ -140,13 +140,15 @@ class Installer:
     # -- 1. the venv
 
     def create_venv(self) -> None:
-        if self.python.exists():
-            self.step(1, f"Reusing {self.venv.name}/ ({self._python_version(self.python)})")
+        version = self._python_version(self.python) if self.python.exists() else None
+        if version:
+            self.step(1, f"Reusing {self.venv.name}/ (Python {version})")
             self.done()
             return
-        self.step(1, f"Creating {self.venv.name}/ with {sys.executable} (Python {sys.version.split()[0]})")
-        result = subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(self.venv)],
-                                capture_output=True, text=True, env=_child_env())
+        again = " again: its Python does not start" if self.python.exists() else ""
+        self.step(1, f"Creating {self.venv.name}/{again} with {sys.executable} (Python {sys.version.split()[0]})")
+        result = subprocess.run([sys.executable, "-m", "venv", "--without-pip", *(["--clear"] if again else []),
+                                 str(self.venv)], capture_output=True, text=True, env=_child_env())
         if result.returncode != 0:
             raise InstallError(
                 f"Creating {self.venv} failed: install Python's venv module (Debian/Ubuntu: apt-get install "
@@ -154,10 +156,13 @@ class Installer:
         self.done()
 
     @staticmethod
-    def _python_version(python: Path) -> str:
-        result = subprocess.run([str(python), "-c", "import sys; print(sys.version.split()[0])"],
-                                capture_output=True, text=True, env=_child_env())
-        return f"Python {result.stdout.strip()}" if result.returncode == 0 else "its Python does not start"
+    def _python_version(python: Path) -> str | None:
+        try:
+            result = subprocess.run([str(python), "-c", "import sys; print(sys.version.split()[0])"],
+                                    capture_output=True, text=True, env=_child_env())
+        except OSError:
+            return None
+        return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else None
 
     # -- 2. uv
 
@@ -183,7 +188,10 @@ class Installer:
         uv = self.venv / "bin" / "uv"
         version = spec.split("==")[1]
         if uv.exists():
-            found = subprocess.run([str(uv), "--version"], capture_output=True, text=True).stdout.split()
+            try:
+                found = subprocess.run([str(uv), "--version"], capture_output=True, text=True).stdout.split()
+            except OSError:
+                found = []
             if found[1:2] == [version]:
                 self.step(2, f"Using uv {version} (already in {self.venv.name}/)")
                 self.done()

@@ -779,6 +779,12 @@ def _files_under(folder: Path) -> int:
     return sum(1 for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
 
 
+def _megabytes_under(folder: Path) -> float:
+    if not folder.is_dir():
+        return 0.0
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 1e6
+
+
 @contextmanager
 def _announced(say: Callable[[str], None] | None, what: str, far: Callable[[], str] | None = None):
     """`what ...` as the step starts, `done in N s` when it ends, and while it runs a line every
@@ -809,8 +815,8 @@ def release(paths: Paths, incoming: Path, release_id: str,
     for exporter in EXPORTERS:
         destination = incoming / exporter.name
         with _announced(say, f"Writing {exporter.what}",
-                        lambda: f"{_files_under(destination)} of {len(marts)} files written"
-                        if exporter.name == "parquet" else "still writing"):
+                        lambda: f"{_files_under(destination)} of {len(marts)} marts written"
+                        if exporter.name == "parquet" else f"{_megabytes_under(destination):.1f} MB written"):
             exporter.write(database, destination, release_id)
         _step(f"exported:{exporter.name}")
     with _announced(say, "Writing RELEASE.json (checksums of every file) and switching readers to the new release"):
