@@ -114,7 +114,8 @@ def test_installs_the_lock_with_uv_and_the_project_editable(tmp_path):
     result, venv = _install(tmp_path, [pinned(text, "uv"), pinned(text, "pip"), "six==1.17.0"])
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert [line[:5] for line in out.splitlines() if re.match(r"\[\d/4\]", line)] == ["[1/4]", "[2/4]", "[3/4]", "[4/4]"]
+    assert [line[:5] for line in out.splitlines() if re.match(r"\[\d/5\]", line)] == [f"[{k}/5]" for k in range(1, 6)]
+    assert re.search(r"^    \d+ modules imported", out, re.M)  # step 5 (dbt is not in this small lock: reported)
     assert "with uv " + pinned(text, "uv").split("==")[1] in out.splitlines()[-1]
     assert _imports_from_the_working_tree(venv) == str(REPO_ROOT / "python" / "infant_mortality" / "__init__.py")
     assert (venv / "bin" / "uv").exists() and (venv / "bin" / "pip").exists()  # both pinned in the lock
@@ -123,6 +124,30 @@ def test_installs_the_lock_with_uv_and_the_project_editable(tmp_path):
     again, _ = _install(tmp_path, [pinned(text, "uv"), pinned(text, "pip"), "six==1.17.0"])
     assert again.returncode == 0 and "Using uv" in again.stdout and "Reusing" in again.stdout
     assert (venv / "bin" / "activate").read_text().count("DBT_PROFILES_DIR=") == 1
+
+
+def test_bytecode_step_leaves_no_cache_in_the_source_tree_when_asked_not_to(tmp_path, monkeypatch):
+    """With PYTHONDONTWRITEBYTECODE set, step 5 writes caches into .venv only: those it wrote
+    under python/ are removed, those that were there stay."""
+    from infant_mortality.tools import install_env
+
+    source = tmp_path / "project" / "python" / "pkg"
+    (source / "__pycache__").mkdir(parents=True)
+    venv = tmp_path / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "lock").write_text("uv==0.13.9\n")
+
+    def fake_run(command, what, venv, expected, quiet, far=None, env=None, cwd=None):
+        assert "PYTHONDONTWRITEBYTECODE" not in env and far().endswith("modules compiled")
+        (source / "sub" / "__pycache__").mkdir(parents=True)  # what importing would have written
+        return 0, ["12 modules imported"]
+
+    monkeypatch.setattr(install_env, "PROJECT_DIR", tmp_path / "project")
+    monkeypatch.setattr(install_env, "run", fake_run)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    install_env.Installer(venv, tmp_path / "lock", quiet=True).compile_bytecode()
+    assert (source / "__pycache__").is_dir() and not (source / "sub" / "__pycache__").exists()
 
 
 def test_falls_back_to_pip_saying_why_when_uv_cannot_be_installed(tmp_path):

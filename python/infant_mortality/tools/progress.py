@@ -21,8 +21,9 @@ import time
 from typing import Callable, TextIO
 
 # Seconds without output before a step says where it is, and between two such lines: below the
-# 5 s promise with room for a loaded machine's scheduling.
-SILENCE = 4.0
+# 5 s promise with room for working out the status (counting files: half a second on a loaded
+# machine) and for the scheduling of a busy one.
+SILENCE = 3.5
 
 _WRITE = threading.Lock()
 
@@ -67,10 +68,11 @@ class Heartbeat:
             self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.2):
+        while not self._stop.wait(0.1):
             now = time.monotonic()
             if now - self._last < self._every:
                 continue
+            self._last = now  # the next line is due `every` seconds after this one was, not after its status
             silent = now - self._silent_since
             try:
                 line = self._status(silent)
@@ -79,4 +81,3 @@ class Heartbeat:
             if self._stop.is_set():
                 return
             self._say(line)
-            self._last = time.monotonic()
