@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUPERSET_PORT ?= 8088
+# QUIET=1: the install and the build print their steps and failures only (uv, pip and dbt quiet).
+QUIET ?=
+QUIET_FLAG := $(if $(QUIET),--quiet)
 
 .PHONY: help warehouse test docs report superset calibrate bench bench-compare clean
 
@@ -11,20 +14,20 @@ SUPERSET_PORT ?= 8088
 help:
 	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z-]+:/{if (doc) printf "  make %-13s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
 
-# The activate script also exports DBT_PROFILES_DIR, so `source .venv/bin/activate && dbt build`
-# finds the committed profile from the repository root with no flag.
+# The environment, with the system Python only: .venv holding exactly what requirements.lock pins,
+# installed by uv (pinned there too; pip when uv cannot be installed, saying why), and this
+# project editable (`pip install --no-deps -e .` semantics), each step announced with how far it
+# is (python/infant_mortality/tools/install_env.py). The activate script also exports
+# DBT_PROFILES_DIR, so `source .venv/bin/activate && dbt build` finds the committed profile from
+# the repository root with no flag.
 $(STAMP): requirements.lock pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || { echo "Creating $(VENV) failed: install Python's venv module (Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
-	@echo "Installing dbt, DuckDB and the project's Python packages into $(VENV)/ (first run only; about 1.5 minutes) ..."
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.lock
-	$(BIN)/pip install --quiet --no-deps -e .
-	grep -q DBT_PROFILES_DIR $(BIN)/activate || printf '\n# infant_mortality: dbt finds the committed profile (development target) from any shell.\nexport DBT_PROFILES_DIR="%s/profiles"\n' "$(CURDIR)" >> $(BIN)/activate
-	touch $(STAMP)
+	@$(PYTHON) python/infant_mortality/tools/install_env.py --venv $(VENV) $(QUIET_FLAG)
+	@touch $(STAMP)
 
 ## Build and test the warehouse on the bundled data; publish warehouse/infant_mortality.duckdb and its Parquet files as one release.
+## Every step says what it does and how far it is; QUIET=1 prints only the steps and the summary.
 warehouse: $(STAMP)
-	$(BIN)/python -m infant_mortality.publish
+	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG)
 
 ## The whole test suite (builds its own temporary warehouses; needs no `make warehouse`).
 ## One worker per core, each test file on one worker (its module fixtures are built once).

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_ROOT
-from infant_mortality.tools.bench import marked_section, replace_section
+from infant_mortality.tools.bench import keep_other_sections, marked_section, replace_section
 from infant_mortality.tools.bench_compare import (Contender, Measure, alternate, attribute_cpu, busy_threads,
                                                   critical_path,
                                                   measure, medians, ratio_rows)
@@ -121,3 +121,15 @@ def test_cpu_is_shared_among_the_nodes_running_when_it_was_used():
     shares = attribute_cpu(samples, {"a": (0.0, 2.0), "b": (1.0, 2.0), "idle": (5.0, 6.0)})
     # 0-1 s: a alone (1 s); 1-2 s: a and b share 1 s; 2-3 s: nothing ran (not shared).
     assert shares == pytest.approx({"a": 1.5, "b": 0.5, "idle": 0.0})
+
+
+def test_make_bench_keeps_the_other_marked_sections_of_benchmarks_md():
+    """`make bench` rewrites BENCHMARKS.md; a section kept by hand between its own markers (the new
+    user's `make warehouse` timings) survives it, as bench-compare's does."""
+    kept = "<!-- new-user: start -->\n## make warehouse as a new user waits\n90 s\n<!-- new-user: end -->"
+    previous = replace_section(f"# Benchmarks\n\nold table\n\n{kept}\n", "## Against the script\nfirst")
+    report = replace_section("# Benchmarks\n\nnew table\n", marked_section(previous))
+    document = keep_other_sections(report, previous)
+    assert "new table" in document and "old table" not in document
+    assert document.count(kept) == 1 and marked_section(document) == "## Against the script\nfirst"
+    assert keep_other_sections(document, previous) == document

@@ -6,7 +6,7 @@ import pyogrio
 import pytest
 import shapely
 
-from conftest import query
+from conftest import REPO_ROOT, query
 from infant_mortality.tools.gis import write_geopackage
 
 
@@ -83,3 +83,17 @@ def test_indicators_layer_joins_comparison_and_smoothing_per_indicator_and_perio
 def test_missing_warehouse_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no warehouse"):
         write_geopackage(tmp_path / "nope.duckdb", tmp_path / "x.gpkg")
+
+
+def test_a_missing_geometry_is_null_as_the_readme_says(geopackage):
+    """Issue 44: the README said Antártica had an empty geometry; the file has none (SQL NULL,
+    what GDAL and QGIS read as a feature without geometry), and the README now says so."""
+    import sqlite3
+
+    with sqlite3.connect(geopackage) as con:
+        for layer, rows in (("communes", 1), ("commune_indicators", 3)):
+            assert con.execute(f"select count(*) from {layer} where geom is null").fetchone()[0] == rows
+            assert con.execute(f"select count(*) from {layer} where commune_code = '12202' and geom is null"
+                               ).fetchone()[0] == rows
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert "Antártica with a NULL geometry" in readme and "empty geometry" not in readme

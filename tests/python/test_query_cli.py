@@ -130,6 +130,22 @@ def test_nested_and_storage_results_print_readably(warehouse_copy):
     assert "array(" not in storage.stdout and "<NA>" not in storage.stdout and "None" not in storage.stdout
 
 
+def test_a_missing_value_has_one_spelling_whatever_the_type(warehouse_copy):
+    # Issue 44: `<NA>` for missing integers beside `NULL` for the rest. A mart's missing integer
+    # (deaths of a commune-year without births) and every other type print NULL; --help says so.
+    sql = ("select null::integer as i, null::bigint as b, null::hugeint as h, null::decimal(9, 2) as dec, "
+           "null::varchar as t, null::date as d, null::boolean as f, null::double as x, deaths, rate_per_1000 "
+           "from marts.fct_area_year_rates where deaths is null and rate_per_1000 is null limit 1")
+    result = run_query(sql, env_path=warehouse_copy)
+    assert result.returncode == 0, result.stderr
+    header, row, count = result.stdout.splitlines()
+    assert header.split() == ["i", "b", "h", "dec", "t", "d", "f", "x", "deaths", "rate_per_1000"]
+    assert row.split() == ["NULL"] * 10 and count == "1 row"
+    assert not re.search(r"<NA>|\bNaN\b|\bNone\b|\bnan\b", result.stdout)
+    shown = " ".join(run_query("--help").stdout.split())
+    assert "Missing values: printed as NULL in every column, whatever its type (integers" in shown
+
+
 @pytest.mark.parametrize("csv_name", ["out.R", "out.do", "OUT.r", "link.csv"])
 def test_readers_never_replace_the_csv_they_report_writing(bundled_warehouse, tmp_path, csv_name):
     # `--csv out.R --readers` said "1 rows written to out.R", then wrote the R script over it.

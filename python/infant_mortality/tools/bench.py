@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -319,6 +320,24 @@ def marked_section(document: str) -> str:
     return document.split(SECTION_START, 1)[1].split(SECTION_END, 1)[0].strip()
 
 
+# Other sections of BENCHMARKS.md, each between `<!-- name: start -->` and `<!-- name: end -->`
+# (the new user's `make warehouse` timings, written by hand): `make bench` keeps them as they are.
+_MARKED = re.compile(r"<!-- ([a-z0-9-]+): start -->.*?<!-- \1: end -->", re.S)
+
+
+def other_sections(document: str) -> list[str]:
+    """Every marked section of `document` but bench-compare's, markers included, in order."""
+    return [match[0] for match in _MARKED.finditer(document) if match[1] != "bench-compare"]
+
+
+def keep_other_sections(report: str, previous: str) -> str:
+    """`report` with the marked sections of `previous` that it lacks appended."""
+    for block in other_sections(previous):
+        if block not in report:
+            report = report.rstrip("\n") + "\n\n" + block + "\n"
+    return report
+
+
 
 def growth_exponent(points: list[SizePoint], value) -> float:
     """Least-squares slope of log(value) on log(records): 1 is linear growth."""
@@ -453,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     report = render(points, extras, memory_limit, args.years)
     previous = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
     compare = marked_section(previous)
-    args.output.write_text(replace_section(report, compare) if compare else report, encoding="utf-8")
+    document = replace_section(report, compare) if compare else report
+    args.output.write_text(keep_other_sections(document, previous), encoding="utf-8")
     print(report)
     print(f"written: {args.output}, {args.json}, {args.json.with_suffix('.png')}")
     return 0

@@ -76,6 +76,8 @@ from typing import Callable
 import duckdb
 import yaml
 
+from infant_mortality.tools.progress import Heartbeat, say
+
 DEFAULT_PUBLISHED = "warehouse/infant_mortality.duckdb"
 MARTS_SCHEMA = "marts"
 # Tables built from the raw files; readers use the marts, so they are not published.
@@ -155,7 +157,7 @@ def _dbt_executable() -> str:
 
 
 def _log(message: str = "", err: bool = False) -> None:
-    print(message, file=sys.stderr if err else sys.stdout, flush=True)
+    say(message, sys.stderr if err else sys.stdout)
 
 
 def _step(name: str) -> None:
@@ -220,13 +222,82 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+class DbtProgress:
+    """What dbt is doing, read off its own output lines: the status line printed when dbt has
+    been silent for a few seconds (its start-up, a full parse of the project, a long model)."""
+
+    NODE = re.compile(r"^(\d+) of (\d+) (START|OK|PASS|WARN|ERROR|FAIL|SKIP|NO-OP)\b(.*)$")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.phase = "starting"
+        self.phase_started = clock()
+        self.total = 0
+        self.finished: set[int] = set()
+        self.running: dict[int, tuple[str, float]] = {}  # node number -> (name, started)
+        self.explained: set[str] = set()  # phases whose status has said once why they take long
+
+    def _enter(self, phase: str) -> None:
+        if phase != self.phase:
+            self.phase, self.phase_started = phase, self.clock()
+
+    def feed(self, line: str) -> None:
+        clean = _TIMESTAMP.sub("", _ANSI.sub("", line)).strip()
+        if clean.startswith("Running with dbt"):
+            self._enter("parsing")
+        elif "Starting full parse" in clean:
+            self._enter("full parse")
+        elif clean.startswith("Found "):
+            self._enter("preparing")
+        elif clean.startswith("Finished running"):
+            self._enter("finishing")
+        elif match := self.NODE.match(clean):
+            number, total, status, rest = int(match[1]), int(match[2]), match[3], match[4]
+            if total != self.total:  # the hooks count apart (1 of 2), then the nodes (1 of 178)
+                self.total, self.finished, self.running = total, set(), {}
+            self._enter("nodes")
+            if status == "START":
+                words = rest.split(".....", 1)[0].replace("[RUN]", "").split()
+                self.running[number] = (words[-1] if words else f"node {number}", self.clock())
+            else:
+                self.running.pop(number, None)
+                self.finished.add(number)
+
+    def status(self, silent: float) -> str:
+        now = self.clock()
+        took = f"{now - self.phase_started:.0f} s"
+        if self.phase == "starting":
+            what = f"dbt is starting (loading its Python modules; {took})"
+        elif self.phase == "parsing":
+            what = f"dbt is reading the project and parsing what changed since the last build ({took})"
+        elif self.phase == "full parse":
+            what = f"dbt is parsing every model, test and macro ({took}"
+            if "full parse" not in self.explained:
+                self.explained.add("full parse")
+                what += ("; only the first build in a folder parses them all, usually in 10 to 20 s, "
+                         "later builds reuse target/partial_parse.msgpack")
+            what += ")"
+        elif self.phase == "preparing":
+            what = f"dbt is opening the database and running its start hooks ({took})"
+        elif self.phase == "nodes":
+            running = sorted(self.running.values(), key=lambda item: item[1])
+            names = ", ".join(f"{name} ({now - since:.0f} s)" for name, since in running[:3])
+            what = (f"dbt: {len(self.finished)} of {self.total} done"
+                    + (f"; running {names}" if names else ""))
+        else:
+            what = f"dbt is writing its run results ({took})"
+        return f"  ... {what}"
+
+
 def _run_dbt(args: list[str], paths: Paths, database: Path, quiet: bool) -> tuple[int, list[str]]:
-    """Run the dbt CLI from the project root against `database`; stream and return its output."""
+    """Run the dbt CLI from the project root against `database`; stream and return its output.
+    When dbt prints nothing for a few seconds, a line says what it is doing and how far it is."""
     command = [_dbt_executable(), *args, "--profiles-dir", str(paths.project_dir / "profiles")]
     env = {**os.environ, "IMR_DUCKDB_PATH": str(database)}
     if not sys.stdout.isatty():
         env.setdefault("DBT_USE_COLORS", "false")
     lines: list[str] = []
+    progress = DbtProgress()
     with subprocess.Popen(
         command,
         cwd=paths.project_dir,
@@ -236,12 +307,15 @@ def _run_dbt(args: list[str], paths: Paths, database: Path, quiet: bool) -> tupl
         text=True,
         bufsize=1,
         preexec_fn=_die_with_parent,
-    ) as process:
+    ) as process, Heartbeat(say, progress.status, enabled=not quiet) as beat:
         assert process.stdout is not None
         for line in process.stdout:
-            lines.append(line.rstrip("\n"))
+            line = line.rstrip("\n")
+            lines.append(line)
+            progress.feed(line)
             if not quiet:
-                print(line, end="", flush=True)
+                beat.output()
+                say(line)
     return process.returncode, lines
 
 
@@ -701,23 +775,53 @@ def new_release(paths: Paths):
             shutil.rmtree(incoming, ignore_errors=True)
 
 
+def _files_under(folder: Path) -> int:
+    return sum(1 for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
+
+
+def _megabytes_under(folder: Path) -> float:
+    if not folder.is_dir():
+        return 0.0
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 1e6
+
+
+@contextmanager
+def _announced(say: Callable[[str], None] | None, what: str, far: Callable[[], str] | None = None):
+    """`what ...` as the step starts, `done in N s` when it ends, and while it runs a line every
+    few seconds saying how long (and, with `far`, how far) it is; nothing when `say` is None."""
+    started = time.monotonic()
+    if say is None:
+        yield
+        return
+    say(f"{what} ...")
+
+    def status(silent: float) -> str:
+        return f"  ... {time.monotonic() - started:.0f} s" + (f": {far()}" if far else "")
+
+    with Heartbeat(say, status):
+        yield
+    say(f"  done in {time.monotonic() - started:.1f} s")
+
+
 def release(paths: Paths, incoming: Path, release_id: str,
-            say: Callable[[str], None] = _log) -> tuple[list[Mart], str]:
+            say: Callable[[str], None] | None = _log) -> tuple[list[Mart], str]:
     """Turn a built database in `incoming` into the published release (steps 2 to 5); `say`
-    reports each step that takes seconds as it starts."""
+    reports each step that takes seconds as it starts, how far it is while it runs, and its time
+    (None: nothing)."""
     database = incoming / paths.published.name
-    say("Publishing: dropping the staging schema, checking every view, closing the database ...")
-    marts, storage = finalize_database(database)
+    with _announced(say, "Publishing: dropping the staging schema, checking every view, closing the database"):
+        marts, storage = finalize_database(database)
     _step("finalized")
     for exporter in EXPORTERS:
-        started = time.monotonic()
-        say(f"Writing {exporter.what} ...")
-        exporter.write(database, incoming / exporter.name, release_id)
-        say(f"  done in {time.monotonic() - started:.1f} s")
+        destination = incoming / exporter.name
+        with _announced(say, f"Writing {exporter.what}",
+                        lambda: f"{_files_under(destination)} of {len(marts)} marts written"
+                        if exporter.name == "parquet" else f"{_megabytes_under(destination):.1f} MB written"):
+            exporter.write(database, destination, release_id)
         _step(f"exported:{exporter.name}")
-    say("Writing RELEASE.json (checksums of every file) and switching readers to the new release ...")
-    _write_manifest(incoming, release_id, marts, storage)
-    _fsync_tree(incoming)
+    with _announced(say, "Writing RELEASE.json (checksums of every file) and switching readers to the new release"):
+        _write_manifest(incoming, release_id, marts, storage)
+        _fsync_tree(incoming)
     _step("manifest")
     final = paths.releases / release_id
     os.rename(incoming, final)
@@ -826,7 +930,7 @@ def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
             for line in failure_lines(output):
                 _log(f"  {line}", err=True)
             return 1
-        marts, storage = release(paths, incoming, release_id, say=(lambda _: None) if quiet else _log)
+        marts, storage = release(paths, incoming, release_id, say=None if quiet else _log)
     finished = time.monotonic()
 
     size_mb = paths.published.stat().st_size / 1e6
@@ -895,7 +999,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--project-dir", type=Path, default=None,
                         help="the dbt project (default: the working directory if it has dbt_project.yml, "
                         "else this repository)")
-    parser.add_argument("--quiet", action="store_true", help="do not echo dbt's progress (failures are still shown)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="do not echo dbt's progress nor say how far each step is (failures and the summary "
+                        "are still shown)")
     args = parser.parse_args(argv)
 
     project_dir = (args.project_dir or _default_project_dir()).resolve()

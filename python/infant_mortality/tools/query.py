@@ -15,7 +15,9 @@ Works from any folder: the warehouse is this project's `warehouse/infant_mortali
 Every statement given is run and each result printed, with its row count. Printing stops after
 `--limit` rows (200) with a note saying that more exist; only those rows (and one more) are read
 from DuckDB's stream, so a huge result costs what is printed. `--all` prints everything. Lists,
-structs and maps print as [1, 2] and {'key': value}, a missing value as NULL at any depth.
+structs and maps print as [1, 2] and {'key': value}. A missing value prints as NULL, one spelling
+for every type (integers such as `deaths`, decimals, text, dates, flags) and at any depth: never
+pandas' `<NA>`, `NaN` or `None` (--help says so too).
 
 CSV (`--csv FILE`, one statement): UTF-8, comma-separated, header row, `.` as decimal mark,
 empty field for a missing value, `true`/`false` for flags, written to a temporary file and
@@ -217,6 +219,12 @@ def write_csv(frame, target: Path, excel: bool) -> None:
 
 
 MISSING = "NULL"  # as DuckDB's own shell prints a missing value, in a column of any type, nested too
+MISSING_HELP = (
+    f"Missing values: printed as {MISSING} in every column, whatever its type (integers such as deaths, "
+    f"decimals, text, dates, flags), and inside lists and structs ([1, {MISSING}]; the text 'NULL' "
+    "there prints quoted); a floating-point NaN, which is a value and not a missing one, prints as nan. "
+    "In --csv a missing value is an empty field, which R and Stata read as missing."
+)
 
 
 def _blob(value: bytes) -> str:
@@ -288,7 +296,8 @@ def refuse_same_file(csv_path: Path, scripts: list[Path]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infant_mortality.query", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m infant_mortality.query", description=__doc__.split("\n")[0],
+                                     epilog=MISSING_HELP)
     parser.add_argument("sql", help="one or more statements, e.g. \"select * from marts.fct_area_year_rates limit 5\"")
     parser.add_argument("--warehouse", type=Path, default=None,
                         help=f"the DuckDB file (default: $IMR_DUCKDB_PATH or this project's {DEFAULT_PUBLISHED})")
