@@ -28,9 +28,9 @@ missing_communes as (
     from years
     inner join communes on years.region_code = communes.region_code
     left join corrected
-        on corrected.area_level = 'commune'
-        and corrected.area_code = communes.commune_code
-        and corrected.year = years.year
+        on communes.commune_code = corrected.area_code
+        and years.year = corrected.year
+        and corrected.area_level = 'commune'
     where corrected.area_code is null
 ),
 
@@ -44,9 +44,13 @@ region_totals as (
         sum(commune_lines.corrected_live_births) as communes_births
     from years
     left join corrected as region_line
-        on region_line.area_level = 'region' and region_line.area_code = years.region_code and region_line.year = years.year
+        on years.region_code = region_line.area_code
+        and years.year = region_line.year
+        and region_line.area_level = 'region'
     left join corrected as commune_lines
-        on commune_lines.area_level = 'commune' and commune_lines.region_code = years.region_code and commune_lines.year = years.year
+        on years.region_code = commune_lines.region_code
+        and years.year = commune_lines.year
+        and commune_lines.area_level = 'commune'
     group by all
 )
 
@@ -61,8 +65,8 @@ select
     'corrected_births_commune_year_missing' as check_name,
     'no line for the commune-year' as observed_value,
     cast(1 as bigint) as records_affected,
-    'no corrected figure: with births_denominator corrected the commune-year keeps its registered births (births_basis registered_no_corrected_figure)'
-        as consequence,
+    'no corrected figure: with births_denominator corrected the commune-year keeps its registered births '
+    || '(births_basis registered_no_corrected_figure)' as consequence,
     {{ 'true' if checked_var('births_denominator') == 'corrected' else 'false' }} as affects_results
 from missing_communes
 union all
@@ -78,7 +82,8 @@ select
         else 'corrected_births_region_differs_from_communes' end,
     'region=' || coalesce(cast(region_births as varchar), 'no line') || ' sum_of_communes=' || cast(communes_births as varchar),
     cast(1 as bigint),
-    'none: a region''s corrected births are the sum of its communes'' (fct_births_denominators), as every region count of the warehouse',
+    'none: a region''s corrected births are the sum of its communes'' (fct_births_denominators), '
+    || 'as every region count of the warehouse',
     false
 from region_totals
 where region_births is distinct from communes_births

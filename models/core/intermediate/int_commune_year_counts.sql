@@ -91,21 +91,21 @@ corrected_births as (
 
 -- A corrected figure replaces a registered one, never births the input lacks: whether a
 -- commune-year has births (and so a rate) stays the input's to say.
+{% set divides_by_corrected = 'true' if checked_var('births_denominator') == 'corrected' else 'false' %}
 all_communes as (
     select
         registered.* exclude (live_births),
-        {%- if checked_var('births_denominator') == 'corrected' %}
-        case when corrected.corrected_live_births is null then 'registered_no_corrected_figure' else 'corrected' end
-        {%- else %}
-        'registered'
-        {%- endif %} as births_basis,
+        case
+            when not {{ divides_by_corrected }} then 'registered'
+            when corrected.corrected_live_births is null then 'registered_no_corrected_figure'
+            else 'corrected'
+        end as births_basis,
         registered.live_births as registered_live_births,
         corrected.corrected_live_births,
-        {%- if checked_var('births_denominator') == 'corrected' %}
-        case when registered.live_births is not null then coalesce(corrected.corrected_live_births, registered.live_births) end
-        {%- else %}
-        registered.live_births
-        {%- endif %} as live_births
+        case when {{ divides_by_corrected }} and registered.live_births is not null
+            then coalesce(corrected.corrected_live_births, registered.live_births)
+            else registered.live_births
+        end as live_births
     from all_communes_registered as registered
     left join corrected_births as corrected
         on registered.commune_code = corrected.commune_code
