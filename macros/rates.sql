@@ -20,3 +20,24 @@
 {% macro expected_deaths(births, rate, multiplier) -%}
     ({{ births }}) * ({{ rate }}) / ({{ multiplier }})
 {%- endmacro %}
+
+{#- Which births an area's rate divides by (var births_denominator, int_commune_year_counts): an
+    aggregate of communes says `mixed` when its communes' births_basis differ (the country with
+    the RM on corrected births and the other regions on registered ones), never one of them. -#}
+{% macro births_basis_of_sum(births_basis) -%}
+    case when min({{ births_basis }}) = max({{ births_basis }}) then min({{ births_basis }}) else 'mixed' end
+{%- endmacro %}
+
+{#- count_basis with the births it used, where they are not the input's registered births. -#}
+{% macro count_basis_with_births(count_basis, births_basis) -%}
+    ({{ count_basis }} || case {{ births_basis }}
+        when 'corrected' then '; live births: DEIS-corrected ({{ corrected_births_file() }})'
+        when 'registered_no_corrected_figure' then '; live births: registered (births_denominator corrected, but no DEIS-corrected figure here)'
+        when 'mixed' then '; live births: DEIS-corrected where published ({{ corrected_births_file() }}), registered elsewhere (births_basis)'
+        else '' end)
+{%- endmacro %}
+
+{#- The bundled corrected births file's name, as count_basis and the docs cite it. -#}
+{% macro corrected_births_file() -%}
+    {{ return('data/raw/seremi_rm_corrected_births_1992_2021.csv') }}
+{%- endmacro %}

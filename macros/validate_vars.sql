@@ -23,6 +23,7 @@ scope_regions:           {type: region_list}
 scope_year_start:        {type: int, optional: true}
 scope_year_end:          {type: int, optional: true, min: scope_year_start}
 custom_period:           {type: period, optional: true}
+births_denominator:      {values: [registered, corrected]}
 unreliable_below_deaths: {type: int, min: 0}
 suppress_small_counts:   {type: bool}
 suppress_min_deaths:     {type: int, min: 0}

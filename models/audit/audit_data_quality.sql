@@ -8,6 +8,8 @@
 {% do parts.append(ref('int_audit__external_benchmarks')) %}
 {# Official anchors (issue 42): a region's (the country's) rate far from MINSAL's. #}
 {% do parts.append(ref('int_audit__official_anchors')) %}
+{# Denominator choice (issue 42): the bundled corrected births' gaps and region totals. #}
+{% do parts.append(ref('int_audit__corrected_births')) %}
 
 {% for part in parts %}
 select

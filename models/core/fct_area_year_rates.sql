@@ -73,6 +73,7 @@ select
     false
     {% endif %} as is_suppressed,
     count_basis,
+    births_basis,
     count_problem as unavailable_reason,
     cast(communes_unavailable as integer) as communes_unavailable,
     cast(case when is_usable then unpublished_deaths end as bigint) as unpublished_commune_deaths,

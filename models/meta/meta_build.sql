@@ -41,7 +41,8 @@ headline_trend as (
 
 scope as (
     select
-        string_agg(distinct count_basis, '; ' order by count_basis) as count_basis,
+        {{ count_basis_with_births("string_agg(distinct count_basis, '; ' order by count_basis)",
+                                   births_basis_of_sum('births_basis')) }} as count_basis,
         string_agg(distinct region_code, ',' order by region_code) as scope_regions,
         min(year) as scope_year_start,
         max(year) as scope_year_end

@@ -143,6 +143,12 @@ NORMALIZED = {
         select area_level, area_code, 'imr' as indicator, period_start, period_end, reducible_share as value,
             cast(null as bigint) as published_deaths, infant_deaths as deaths
         from {db}.marts.fct_reducible_infant_deaths where area_level in ('region', 'country')""",
+    # The rate on registered or on corrected births: the published one is whichever births_basis names.
+    "fct_births_denominators": """
+        select area_level, area_code, indicator, year as period_start, year as period_end,
+            case births_basis when 'corrected' then rate_on_corrected else rate_on_registered end as value,
+            cast(null as bigint) as published_deaths, deaths
+        from {db}.marts.fct_births_denominators where area_level in ('region', 'country')""",
     "fct_external_benchmarks": """
         select 'country' as area_level, 'CL' as area_code, indicator, year as period_start, year as period_end,
             country_rate_per_1000 as value, cast(null as bigint) as published_deaths, country_deaths as deaths

@@ -12,9 +12,9 @@ the input checks (which name the first malformed line and count all of them), an
 bytes go through the reader itself, which is where they stop.
 
 Issue 41 part 8: the fuzz covers every input file the build reads. The UN IGME files, the
-MINSAL anchors, the covariates, the INE population and the bundled births 2001-2016 are mutated
-one line per file per round, and every mart, not only fct_area_year_rates, is compared with the
-clean build (the rule is in the docstring of
+MINSAL anchors, the covariates, the INE population, the bundled births 2001-2016 and the RM's
+corrected births are mutated one line per file per round, and every mart, not only
+fct_area_year_rates, is compared with the clean build (the rule is in the docstring of
 test_single_line_mutations_of_every_other_input_keep_the_promise); the year window vars are set
 to random windows inside and around the data.
 """
@@ -197,6 +197,7 @@ SURFACES = {
     "covariates/social_priority_index_2019_rm.csv": "covariates.social_priority_index_2019_rm",
     "ine_population_by_commune_year_2002_2035.csv": "ine.population",
     "deis_births_by_commune_year_2001_2016.csv": "deis_aggregates.births_by_commune_year",
+    "seremi_rm_corrected_births_1992_2021.csv": "seremi_rm.corrected_births",
 }
 SURFACE_ROUNDS = 2          # rounds of one mutation per file: 2 x 8 mutations
 KNOWN_BUGS: set[tuple[str, int, str]] = set()   # (file, line, operator) left out: see the report
@@ -249,8 +250,8 @@ def _explains(row: tuple, file: str, original_line: str) -> bool:
 
 
 def test_single_line_mutations_of_every_other_input_keep_the_promise(bundled_warehouse, tmp_path):
-    """The UN IGME files, the MINSAL anchors, the covariates, the INE population and the bundled
-    births 2001-2016, each mutated on one line per round (one line per file, so that each stop is
+    """The UN IGME files, the MINSAL anchors, the covariates, the INE population, the bundled
+    births 2001-2016 and the RM's corrected births, each mutated on one line per round (one line per file, so that each stop is
     the mutation's own). The rule checked, per round:
 
     - a mutation the build stops on must be named in dbt's output as `<file> line <n>` (or

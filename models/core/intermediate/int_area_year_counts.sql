@@ -9,6 +9,8 @@
 -- region level the mismatches between the two source releases (a death placed in one commune by
 -- INE and in another by DEIS) cancel out: this is the region-level derivation itself.
 -- `communes_unavailable` says how many communes inside had no rate of their own.
+-- `births_basis` says which births the rate divides by (var births_denominator): an area whose
+-- communes differ is `mixed`, and count_basis says so in words.
 with communes as (
     select * from {{ ref('int_commune_year_counts') }}
     where region_code is not null
@@ -29,7 +31,10 @@ commune_rows as (
         multiplier,
         deaths,
         live_births,
-        count_basis,
+        births_basis,
+        registered_live_births,
+        corrected_live_births,
+        {{ count_basis_with_births('count_basis', 'births_basis') }} as count_basis,
         count_problem,
         case when count_problem is null then 0 else 1 end as communes_unavailable
     from communes
@@ -38,7 +43,11 @@ commune_rows as (
 {% set aggregate_columns %}
         case when count(deaths) = count(*) then sum(deaths) end as deaths,
         case when count(live_births) = count(*) then sum(live_births) end as live_births,
-        min(count_basis) as count_basis
+        {{ births_basis_of_sum('births_basis') }} as births_basis,
+        case when count(registered_live_births) = count(*) then sum(registered_live_births) end as registered_live_births,
+        -- Only when every commune inside has a corrected figure: a part-corrected sum is neither.
+        case when count(corrected_live_births) = count(*) then sum(corrected_live_births) end as corrected_live_births,
+        {{ count_basis_with_births('min(count_basis)', births_basis_of_sum('births_basis')) }} as count_basis
 {%- endset %}
 {% set aggregate_problem %}
         case

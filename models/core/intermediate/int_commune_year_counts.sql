@@ -11,6 +11,9 @@
 -- births_ratio_margin), for either yardstick, its population aged 0 (INE, stg_ine__population)
 -- or the median of its own births series, is `implausible_births`: no rate, not poolable, so no
 -- region, country or period is published from it.
+-- The births are the denominator var births_denominator chooses (methods.md section 8): the
+-- input's registered births, or DEIS's corrected births where the bundled file has a figure for
+-- the commune-year; `births_basis` says which, and every check below holds the chosen births.
 with counts as (
     -- From the input mode's folder (dbt_project.yml enables one): models/inputs/<mode>/.
     select * from {{ ref('int_input__commune_year_counts') }}
@@ -74,10 +77,39 @@ unknown_communes as (
     where communes.commune_code is null
 ),
 
-all_communes as (
+all_communes_registered as (
     select * from known_communes
     union all
     select * from unknown_communes
+),
+
+corrected_births as (
+    select area_code as commune_code, year, corrected_live_births
+    from {{ ref('stg_seremi_rm__corrected_births') }}
+    where area_level = 'commune' and corrected_live_births is not null
+),
+
+-- A corrected figure replaces a registered one, never births the input lacks: whether a
+-- commune-year has births (and so a rate) stays the input's to say.
+{% set divides_by_corrected = 'true' if checked_var('births_denominator') == 'corrected' else 'false' %}
+all_communes as (
+    select
+        registered.* exclude (live_births),
+        case
+            when not {{ divides_by_corrected }} then 'registered'
+            when corrected.corrected_live_births is null then 'registered_no_corrected_figure'
+            else 'corrected'
+        end as births_basis,
+        registered.live_births as registered_live_births,
+        corrected.corrected_live_births,
+        case when {{ divides_by_corrected }} and registered.live_births is not null
+            then coalesce(corrected.corrected_live_births, registered.live_births)
+            else registered.live_births
+        end as live_births
+    from all_communes_registered as registered
+    left join corrected_births as corrected
+        on registered.commune_code = corrected.commune_code
+        and registered.year = corrected.year
 ),
 
 -- The two yardsticks of a commune-year's births: its population aged 0 and the median of the
@@ -131,6 +163,9 @@ select
     indicator,
     deaths,
     live_births,
+    births_basis,
+    cast(registered_live_births as bigint) as registered_live_births,
+    cast(corrected_live_births as bigint) as corrected_live_births,
     multiplier,
     input_mode.count_basis,
     count_problem,
