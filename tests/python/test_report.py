@@ -544,7 +544,12 @@ def test_every_text_the_report_shows_from_the_marts_has_its_spanish(bundled_ware
     # The other input modes' count bases (macro deis_count_basis), and the values carried over.
     for basis in ["DEIS microdata: death and birth records",
                   "GENERATED DEIS-layout microdata (synthetic): death and birth records, not official figures",
-                  "DEIS microdata: death records; live births: bundled DEIS births by commune 2001-2016 (births.csv)"]:
+                  "DEIS microdata: death records; live births: bundled DEIS births by commune 2001-2016 (births.csv)",
+                  "DEIS microdata: death records; live births: DEIS-corrected (data/raw/c.csv)",
+                  "DEIS microdata: death records; live births: registered (births_denominator corrected, but no "
+                  "DEIS-corrected figure here)",
+                  "DEIS microdata: death records; live births: DEIS-corrected where published (data/raw/c.csv), "
+                  "registered elsewhere (births_basis)"]:
         assert untranslated(basis) == [], basis
     use_language("es")
     assert localised("rate unavailable (NULL) for 2010-2012, 2015 (no_live_births, negative_derived_count); "

@@ -74,6 +74,12 @@ FRAGMENTS: list[tuple[str, object]] = [
      "microdatos GENERADOS con el formato DEIS (sintéticos): registros de defunciones, no son cifras oficiales"),
     (r"live births: bundled DEIS births by commune (?P<span>\d{4}-\d{4}) \((?P<file>[^)]+)\)",
      "nacidos vivos: nacimientos DEIS por comuna {span} incluidos en el proyecto ({file})"),
+    # The births a rate used when not the registered ones (macro count_basis_with_births)
+    (r"live births: DEIS-corrected \((?P<file>[^)]+)\)", "nacidos vivos: corregidos por el DEIS ({file})"),
+    (r"live births: registered \(births_denominator corrected, but no DEIS-corrected figure here\)",
+     "nacidos vivos: inscritos (births_denominator corrected, pero aquí no hay cifra corregida por el DEIS)"),
+    (r"live births: DEIS-corrected where published \((?P<file>[^)]+)\), registered elsewhere \(births_basis\)",
+     "nacidos vivos: corregidos por el DEIS donde se publican ({file}), inscritos en el resto (births_basis)"),
     # Data notes of every trend series (statistics/trends.py)
     (r"no data for " + _YEARS, "sin datos para {years}"),
     (r"rate unavailable \(NULL\) for " + _YEARS + r" \((?P<codes>[a-z_0-9, ]+)\)",
