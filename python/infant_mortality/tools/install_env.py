@@ -221,6 +221,11 @@ class Installer:
         match = re.match(r"pip (\d+)\.(\d+)", result.stdout)
         return result.returncode == 0 and bool(match) and (int(match[1]), int(match[2])) >= version_at_least
 
+    def _has_pip_version(self, version: str) -> bool:
+        result = subprocess.run([str(self.python), "-m", "pip", "--version"], capture_output=True, text=True,
+                                env=_child_env())
+        return result.returncode == 0 and result.stdout.split()[1:2] == [version]
+
     def ensure_pip(self) -> None:
         """pip inside the venv, from the wheel Python ships (ensurepip; no download)."""
         if self._has_pip(self.python):
@@ -302,6 +307,16 @@ class Installer:
                      "minutes from the package index)" + (", all but uv" if without_uv else ""))
         self.ensure_pip()
         pip = [str(self.python), "-m", "pip", "install", *quiet]
+        try:
+            pip_pin = pinned(self.lock_text, "pip")
+        except InstallError:
+            pip_pin = None
+        if pip_pin and not self._has_pip_version(pip_pin.split("==")[1]):
+            # pip first, on its own: a pip that replaces itself in the middle of installing 99
+            # packages stopped there (23.2.1 from ensurepip, replaced by the lock's 26.3).
+            code, tail = self._run([*pip, pip_pin], f"pip install {pip_pin}")
+            if code != 0:
+                raise InstallError(f"pip install {pip_pin} failed:\n" + "\n".join(tail[-15:]))
         lock = self.lock
         if without_uv:
             lock = self.venv / "requirements-without-uv.lock"
