@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from infant_mortality.report.i18n import language
+from infant_mortality.report.i18n import MESSAGES, language
 
 # Why a rate is unavailable (fct_area_year_rates.unavailable_reason and the reasons inside notes).
 REASONS_ES = {
@@ -40,9 +40,6 @@ REASONS_ES = {
     "country_commune_out_of_bounds": "una comuna del país fuera de rango",
 }
 
-TRENDS_ES = {"increasing": "creciente", "decreasing": "decreciente", "stationary": "estacionaria",
-             "not estimable": "no estimable", "insufficient data": "datos insuficientes",
-             "not confirmed": "no confirmada"}
 
 TEST_LABELS_ES = {"Poisson regression": "regresión de Poisson", "Joinpoint (NCI)": "Joinpoint (NCI)", "OLS": "MCO"}
 
@@ -52,6 +49,11 @@ _NUMBER = r"-?\d+(?:\.\d+)?(?:e-?\d+)?"
 
 def _reasons(codes: str) -> str:
     return ", ".join(REASONS_ES.get(code, code) for code in codes.split(", "))
+
+
+def _trend_es(words: str) -> str:
+    """A trend class as a note writes it ('not estimable') by the report's own Spanish label."""
+    return MESSAGES[f"trend.{words.replace(' ', '_')}"][0].lower()
 
 
 def _decimal(number: str) -> str:
@@ -99,8 +101,8 @@ FRAGMENTS: list[tuple[str, object]] = [
      "no estimable: {n} años utilizables, menos que min_years = {min}"),
     (r"not confirmed: p < the threshold \((?P<trend>increasing|decreasing)\), but the (?P<test>.+?) test of the "
      r"same series says (?P<other>[a-z ]+)",
-     lambda g: (f"no confirmada: p bajo el umbral ({TRENDS_ES[g['trend']]}), pero la prueba de "
-                f"{TEST_LABELS_ES.get(g['test'], g['test'])} de la misma serie dice {TRENDS_ES.get(g['other'], g['other'])}")),
+     lambda g: (f"no confirmada: p bajo el umbral ({_trend_es(g['trend'])}), pero la prueba de "
+                f"{TEST_LABELS_ES.get(g['test'], g['test'])} de la misma serie dice {_trend_es(g['other'])}")),
     # Prais-Winsten (statistics/trend_fitters/prais.py)
     (r"not estimable: the final transformed regression kept (?P<n>\d+) observations for 2 parameters "
      r"\(\|rho\| = (?P<rho>" + _NUMBER + r") >= 1 dropped the first of each run of years\)",
