@@ -53,6 +53,7 @@ from infant_mortality.report.i18n import DEFAULT_LANGUAGE, MESSAGES, js_messages
 from infant_mortality.report.inequity import gap_label, inequity_figure, measures_table
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
 from infant_mortality.report.ranking import ranking_figure
+from infant_mortality.report.study import study_html
 from infant_mortality.report.tables import audit_html, comparison_table, esc, table_box
 from infant_mortality.report.trends import trends_figure
 
@@ -529,6 +530,7 @@ def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
 {country}
 <span id="regions"></span>
 {"".join(blocks)}
+{study_html(marts.study_findings, marts.settings.trend_p_threshold)}
 <h2>{esc(t("definitions.heading"))}</h2>
 {glossary_html(present, marts.settings)}
 <h2>{esc(t("quality.heading"))}</h2>
