@@ -1,6 +1,6 @@
 """The report page: the country's headline and trends, a region selector, and per region the
-headline, ranking, trends, funnel plot, map and comparison table; then definitions and data
-quality. One self-contained HTML file: plotly.js, the style sheet, the script and every
+headline, ranking, trends, funnel plot, map and comparison table; then the study reproduced,
+definitions and data quality. One self-contained HTML file: plotly.js, the style sheet, the script and every
 figure's data are inlined."""
 
 from __future__ import annotations
