@@ -1035,7 +1035,10 @@ def test_joinpoints_are_the_segments_mart(bundled_warehouse, page):
 def test_method_name_interval_level_and_cut_off_come_from_the_build(bundled_warehouse, altered):
     """The report writes no method name, interval level or exceedance cut-off of its own."""
     text = altered.text
-    assert "Trends by commune (Test-Method)" in text and "Prais-Winsten" not in visible_text(text)
+    # The study's section names the study's own method (its statements and fct_study_findings'
+    # prais_winsten rows), whatever the build's headline method: left out of this check.
+    study = text[text.index('<h2 id="study">'):text.index("</table>", text.index('<h2 id="study">'))]
+    assert "Trends by commune (Test-Method)" in text and "Prais-Winsten" not in visible_text(text.replace(study, ""))
     assert "(90% CI " in text and "(95% CI −" not in text.split("Trends by commune")[0].split("region-block")[-1]
     fig = figures(text)["fig-map-13"]
     option = next(o for o in fig["layout"]["meta"]["options"] if o["measure"] == "exceedance" and o["combo"] == FULL)
@@ -1085,3 +1088,107 @@ def test_country_against_un_igme(bundled_warehouse, page):
     assert country["x"] == [y for y, _ in rows] and country["y"] == pytest.approx([r for _, r in rows], rel=1e-12)
     table = embedded(page)["data-fig-benchmarks-CL"]["rows"]
     assert len(table) == len(rows) and table[0][1][0] == str(rows[0][0])
+
+
+# --------------------------------------------------------------------------------------------
+# The study, reproduced (marts.fct_study_findings)
+# --------------------------------------------------------------------------------------------
+
+STUDY_COLUMNS = ("study.col.statement", "study.col.study_value", "study.col.warehouse_value", "study.col.period",
+                 "study.col.verdict")
+
+
+def study_findings(warehouse: Path) -> pd.DataFrame:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return con.execute("select * from marts.fct_study_findings order by finding_id").df()
+
+
+def study_rows(page: str) -> list[tuple[int, str, list[str]]]:
+    """(finding_id, status, [cell texts]) of the study's table, as the page writes them."""
+    start = page.index('<h2 id="study">')
+    section = page[start:page.index("</table>", start)]
+    return [(int(finding), status, [html.unescape(re.sub(r"<[^>]+>", "", cell))
+                                    for cell in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", body, re.S)])
+            for finding, status, body in re.findall(r'<tr data-finding="(\d+)" data-status="(\w+)">(.*?)</tr>',
+                                                    section, re.S)]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_study_reproduced_shows_every_row_of_the_mart(bundled_warehouse, page, page_es, lang):
+    text = page_es if lang == "es" else page
+    use_language(lang)
+    findings = study_findings(bundled_warehouse)
+    assert len(findings) == 24
+    start = text.index('<h2 id="study">')
+    section = text[start:text.index("</table>", start)]
+    assert html.unescape(section).startswith(f'<h2 id="study">{t("study.heading")}</h2>')
+    # A real table: a caption, a header per column, a row header per statement.
+    assert f"<caption>{html.escape(t('study.table'))}</caption>" in section
+    assert re.findall(r'<th scope="col">(.*?)</th>', section) == [html.escape(t(key)) for key in STUDY_COLUMNS]
+    counts = findings.status.value_counts()
+    assert t("study.summary", n=24, holds=counts.get("holds", 0), does_not_hold=counts.get("does_not_hold", 0),
+             not_computable=counts.get("not_computable", 0)) in visible_text(section)
+    rows = study_rows(text)
+    assert [(finding, status) for finding, status, _ in rows] == list(zip(findings.finding_id, findings.status))
+    for (_, _, cells), row in zip(rows, findings.to_dict("records")):
+        statement, study_value, warehouse_value, period, verdict = cells
+        assert statement == row[f"statement_{lang}"]
+        if row["finding_kind"] == "trend":
+            assert study_value == trend_label(row["study_trend"])
+        elif not pd.isna(row["study_value"]):
+            assert fmt(row["study_value"], 2).rstrip("0") in study_value  # 12,7 / 4,05 / 1,75 as published
+        if pd.isna(row["warehouse_value"]):
+            assert warehouse_value == t("missing")
+        elif row["finding_kind"] == "trend":
+            assert fmt(row["warehouse_value"], 1, signed=True) in warehouse_value
+            assert trend_label(row["prais_direction"]).lower() in warehouse_value
+        else:
+            assert fmt(row["warehouse_value"]) in warehouse_value
+            assert fmt(row["warehouse_ci95_lower"]) in warehouse_value and fmt(row["warehouse_ci95_upper"]) in warehouse_value
+        if isinstance(row["period_label"], str):
+            assert period.startswith(row["period_label"])
+        if isinstance(row["missing_years_reason"], str):  # every missing span, with its reason in words
+            for part in row["missing_years_reason"].split("; "):
+                span, _, reason = part.partition(": ")
+                assert f"{span}: {t('study.reason.' + reason)}" in period, (period, part)
+        # The verdict in words (never by colour alone), with the reason when it cannot be computed.
+        if row["status"] == "not_computable":
+            assert verdict == t("study.not_computable", reason=t(f"study.reason.{row['not_computable_reason']}"))
+        else:
+            assert verdict == t(f"study.{row['status']}")
+    # The bundled build: Independencia's TMI the highest 2010-2014, its RT holds; the TMIT rows say why not.
+    by_id = {finding: cells for finding, _, cells in rows}
+    assert by_id[1][2].startswith("Independencia: ") and by_id[1][4] == t("study.holds")
+    assert t("study.reason.indicator_not_in_build") in by_id[2][4]
+
+
+@needs_chromium
+def test_the_study_table_is_read_on_a_phone_in_both_languages(bundled_warehouse, rendered_es, rendered):
+    """At 420 px the study's rows are cards: every cell beside its column's name, on screen."""
+    n_rows = len(study_findings(bundled_warehouse))
+    with Browser() as browser:
+        for path, lang in ((rendered_es, "es"), (rendered, "en")):
+            use_language(lang)
+            tab = browser.open(page_url(path, "region=13"), 420, 900)
+            tab.wait_rendered()
+            state = tab.eval("""(function () {
+              var table = document.getElementById('study-findings');
+              var cells = [];
+              Array.prototype.forEach.call(table.tBodies[0].rows, function (r) {
+                Array.prototype.forEach.call(r.cells, function (c) {
+                  var box = c.getBoundingClientRect();
+                  cells.push([c.tagName, c.getAttribute('data-label'), getComputedStyle(c, '::before').content,
+                              box.left, box.right, c.textContent]);
+                });
+              });
+              return {shown: table.offsetParent !== null, rows: table.tBodies[0].rows.length,
+                      caption: table.caption.textContent, cells: cells,
+                      width: document.documentElement.scrollWidth};
+            })()""")
+            assert state["shown"] and state["rows"] == n_rows and state["caption"] == t("study.table")
+            assert state["width"] <= 420
+            labels = [t(key) for key in STUDY_COLUMNS]
+            for tag, label, before, left, right, text in state["cells"]:
+                assert left >= 0 and right <= 420.5, (text, left, right)
+                if tag == "TD":
+                    assert label in labels[1:] and before == f'"{label}"', (text, label, before)

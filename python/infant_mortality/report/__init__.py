@@ -1,5 +1,6 @@
 """A self-contained HTML report of the warehouse: the country, then per region the ranking,
-trends, funnel plot, choropleth map, inequity section and comparison table, from the marts only.
+trends, funnel plot, choropleth map, inequity section and comparison table, then the study
+reproduced, from the marts only.
 
     python -m infant_mortality.report [--warehouse PATH] [--output PATH] [--lang es|en] [--screenshots DIR]
 
@@ -10,7 +11,7 @@ one HTML file (default ``reports/infant_mortality_report.html``), in Spanish (de
 internet: plotly.js, the style sheet and script (``static/``) and every figure's data are
 inlined; a figure is decoded and drawn when its region is selected. Modules: ``marts`` (reading),
 one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth``, ``inequity``),
-``tables``, ``page`` (the HTML), ``browser`` (headless Chromium over the DevTools pipe).
+``study`` (the study's results as ``fct_study_findings`` checks them), ``tables``, ``page`` (the HTML), ``browser`` (headless Chromium over the DevTools pipe).
 
 ``--screenshots DIR`` also writes PNGs of the top of the page and of each figure of the
 Metropolitan Region at 1400 and 420 px wide, drawn by headless Chromium (``/usr/bin/chromium`` or ``$CHROMIUM``).

@@ -578,6 +578,60 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "bench.unavailable": ("Sin comparación con UN IGME en este almacén de datos ({reasons}).",
                           "No comparison with UN IGME in this warehouse ({reasons})."),
     "no": ("no", "no"),
+    # The study, reproduced (study.py: marts.fct_study_findings)
+    "study.heading": ("El estudio, reproducido", "The study, reproduced"),
+    "study.caption": ("Cada resultado del resumen de González, Alfaro y Horna-Campos (Rev Chil Pediatr "
+                      "2020;91(1):34-44; las 52 comunas de la Región Metropolitana, {start}-{end}) junto al valor que "
+                      "calcula este almacén de datos para la misma medida (<code>marts.fct_study_findings</code>): "
+                      "tasas por 1.000 nacidos vivos y razón de tasas (RT) respecto de la región con su IC exacto del "
+                      "95 %, y tendencias por Prais-Winsten con la regla del estudio (p &lt; {p}). Sin el período del "
+                      "estudio en los datos se usa el período más largo calculado dentro de él, y se nombran los años "
+                      "que faltan y por qué: nada se extrapola. El veredicto es sobre los datos de este almacén (ver "
+                      "«Conteos» en la cabecera).",
+                      "Each result of the abstract of González, Alfaro & Horna-Campos (Rev Chil Pediatr "
+                      "2020;91(1):34-44; the 52 communes of the Metropolitan Region, {start}-{end}) beside the value "
+                      "this warehouse computes for the same measure (<code>marts.fct_study_findings</code>): rates per "
+                      "1000 live births and rate ratios (RT) to the region with their exact 95% CI, and trends by "
+                      "Prais-Winsten with the study's rule (p &lt; {p}). Without the study's period in the data, the "
+                      "longest period computed inside it is used, and the years missing are named with why: nothing "
+                      "is extrapolated. The verdict is about this warehouse's data (see \"Counts\" in the header)."),
+    "study.table": ("Tabla: los resultados del estudio y los de este almacén de datos",
+                    "Table: the study's results and this warehouse's"),
+    "study.summary": ("De {n} resultados, {holds} se cumplen, {does_not_hold} no se cumplen y {not_computable} no se "
+                      "pueden calcular con estos datos.",
+                      "Of {n} results, {holds} hold, {does_not_hold} do not hold and {not_computable} cannot be "
+                      "computed from these data."),
+    "study.none": ("Este almacén de datos no tiene resultados del estudio.", "This warehouse has no results of the study."),
+    "study.col.statement": ("Resultado del estudio", "The study's result"),
+    "study.col.study_value": ("Valor del estudio", "Study's value"),
+    "study.col.warehouse_value": ("Valor de este almacén", "This warehouse's value"),
+    "study.col.period": ("Período calculado", "Period computed"),
+    "study.col.verdict": ("¿Se cumple?", "Does it hold?"),
+    "study.no_value": ("sin cifra", "no figure"),
+    "study.rate": ("{rate} por 1.000", "{rate} per 1000"),
+    "study.rt": ("RT {value}", "RT {value}"),
+    "study.value.rate": ("{commune}: {rate} por 1.000 ({ci}), puesto {rank} de {n}",
+                         "{commune}: {rate} per 1000 ({ci}), rank {rank} of {n}"),
+    "study.value.highest_rate": ("la más alta es {name}", "the highest is {name}"),
+    "study.value.lowest_rate": ("la más baja es {name}", "the lowest is {name}"),
+    "study.value.rate_ratio": ("RT {value} ({ci})", "RT {value} ({ci})"),
+    "study.value.trend": ("{direction}, {apc}, p = {p}", "{direction}, {apc}, p = {p}"),
+    "study.period.study": ("{period}, el del estudio", "{period}, the study's"),
+    "study.period.overlap": ("{period}; faltan {reasons}", "{period}; missing {reasons}"),
+    "study.period.none": ("ninguno; faltan {reasons}", "none; missing {reasons}"),
+    "study.holds": ("✓ Se cumple", "✓ Holds"),
+    "study.does_not_hold": ("✗ No se cumple", "✗ Does not hold"),
+    "study.not_computable": ("– No calculable: {reason}", "– Not computable: {reason}"),
+    "study.reason.deaths_not_in_input": ("sin defunciones en los datos de entrada", "no deaths in the input"),
+    "study.reason.births_not_in_input": ("sin nacimientos en los datos de entrada", "no births in the input"),
+    "study.reason.indicator_not_in_build": ("los datos de entrada no tienen este indicador",
+                                            "the input has no count of this indicator"),
+    "study.reason.region_not_in_build": ("la región 13 no está en este almacén", "region 13 is not in this warehouse"),
+    "study.reason.period_not_in_build": ("ningún período calculado los cubre (var custom_period)",
+                                         "no computed period covers them (var custom_period)"),
+    "study.reason.commune_rate_unavailable": ("la comuna no tiene tasa en el período",
+                                              "the commune has no rate over the period"),
+    "study.reason.trend_not_estimable": ("tendencia de Prais-Winsten no estimable", "Prais-Winsten trend not estimable"),
     # Messages of report.js
     "js.scroll_hint": ("Desplace el cuadro para ver más filas o columnas →", "Scroll the box for more rows or columns →"),
     "js.unknown_region": ("La región «{code}» de la dirección no existe en este informe; se muestra {shown}.",

@@ -18,7 +18,8 @@ DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
                   "fct_commune_vs_region", "fct_funnel_limits", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
-                  "fct_inequality_trends", "fct_trend_segments", "fct_commune_screening", "fct_external_benchmarks")
+                  "fct_inequality_trends", "fct_trend_segments", "fct_commune_screening", "fct_external_benchmarks",
+                  "fct_study_findings")
 
 # The dbt vars the report states (their values are the build's, from meta_build.vars_json).
 THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float,
@@ -65,6 +66,7 @@ class Marts:
     segments: pd.DataFrame  # fct_trend_segments
     screening: pd.DataFrame  # fct_commune_screening of the headline method
     benchmarks: pd.DataFrame  # fct_external_benchmarks
+    study_findings: pd.DataFrame  # fct_study_findings
 
 
 def default_warehouse() -> Path:
@@ -124,6 +126,7 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
             segments=read("fct_trend_segments"),
             screening=read("fct_commune_screening").query("is_headline_method").reset_index(drop=True),
             benchmarks=read("fct_external_benchmarks"),
+            study_findings=read("fct_study_findings"),
         )
     finally:
         con.close()

@@ -1,6 +1,6 @@
 """The report page: the country's headline and trends, a region selector, and per region the
-headline, ranking, trends, funnel plot, map and comparison table; then definitions and data
-quality. One self-contained HTML file: plotly.js, the style sheet, the script and every
+headline, ranking, trends, funnel plot, map and comparison table; then the study reproduced,
+definitions and data quality. One self-contained HTML file: plotly.js, the style sheet, the script and every
 figure's data are inlined."""
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from infant_mortality.report.inequity import gap_label, inequity_figure, measure
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
 from infant_mortality.report.mart_text import localised, reason
 from infant_mortality.report.ranking import ranking_figure
+from infant_mortality.report.study import study_html
 from infant_mortality.report.tables import audit_html, comparison_table, esc, table_box
 from infant_mortality.report.trends import trends_figure
 
@@ -530,6 +531,7 @@ def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
 {country}
 <span id="regions"></span>
 {"".join(blocks)}
+{study_html(marts.study_findings, marts.settings.trend_p_threshold)}
 <h2>{esc(t("definitions.heading"))}</h2>
 {glossary_html(present, marts.settings)}
 <h2>{esc(t("quality.heading"))}</h2>
