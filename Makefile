@@ -24,7 +24,7 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) python/infant_mortality/tools/install_env.py --venv $(VENV) $(QUIET_FLAG)
 	@touch $(STAMP)
 
-## Build and test the warehouse on the bundled data; publish warehouse/infant_mortality.duckdb and its Parquet files as one release.
+## Build and test the warehouse on the bundled data; publish warehouse/infant_mortality.duckdb, its Parquet files and the GeoPackage as one release.
 ## Every step says what it does and how far it is; QUIET=1 prints only the steps and the summary.
 warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG)
@@ -43,12 +43,12 @@ report: $(STAMP)
 	$(BIN)/python -m infant_mortality.report
 
 ## Apache Superset with the study's dashboard on http://127.0.0.1:8088/ (this machine only; SUPERSET_PORT=... for another), on the
-## published warehouse (`make warehouse` first); its own environment in .venv-superset/ (first run about 6 minutes).
+## published warehouse (`make warehouse` first); its own environment in .venv-superset/ (created on the first run).
 superset:
 	@$(PYTHON) bi/superset/start.py --port $(SUPERSET_PORT)
 
 ## The trend rules' error rate and power by simulation on the build's own births (not part of
-## `make warehouse`; about 10 minutes on 2 cores): builds the development warehouse without the
+## `make warehouse`; durations: BENCHMARKS.md): builds the development warehouse without the
 ## test that reads the old calibration (rerun this after changing a trend rule or var), writes
 ## seeds/trend_calibration.csv, then publishes marts.fct_trend_calibration.
 ## Quick run: make calibrate ARGS='--null-replicates 40 --power-replicates 20'.
@@ -58,14 +58,14 @@ calibrate: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish
 
 ## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
-## BENCHMARKS.md and benchmarks/scale.{json,png}. About 20 minutes on 2 cores; needs ~25 GB of disk.
+## BENCHMARKS.md and benchmarks/scale.{json,png}; needs ~25 GB of disk (its duration: BENCHMARKS.md).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-bench.lock
 	$(BIN)/python -m infant_mortality.bench
 
 ## The warehouse against an analyst's pandas and DuckDB scripts (not a test): whole processes in turns,
-## medians and ratios; writes benchmarks/compare.json and a section of BENCHMARKS.md. About an hour
-## on 2 cores; quick run: make bench-compare ARGS='--repeat 1 --scale 0.25' (or --cases bundled).
+## medians and ratios; writes benchmarks/compare.json and a section of BENCHMARKS.md.
+## Quick run: make bench-compare ARGS='--repeat 1 --scale 0.25' (or --cases bundled).
 bench-compare: $(STAMP)
 	$(BIN)/python -m infant_mortality.tools.bench_compare $(ARGS)
 

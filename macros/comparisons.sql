@@ -1,5 +1,5 @@
 {#- The comparison arithmetic of an area against a reference (its region, its benchmark), in one
-    place for every mart that compares (methods.md sections 3 and 5). Arguments are SQL
+    place for every mart that compares (docs/methods/comparisons.md and docs/methods/inequity.md). Arguments are SQL
     expressions; `nested` is a SQL boolean: true when the area's counts are part of the
     reference's (a commune inside its region, a benchmark commune against itself or a pool that
     holds it), which makes the two counts positively correlated. -#}

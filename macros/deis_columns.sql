@@ -1,4 +1,4 @@
-{#- Column rules shared by the DEIS staging models (docs/deis-layouts.md). Every number is parsed
+{#- Column rules shared by the DEIS staging models (docs/using/deis-layouts.md). Every number is parsed
     strictly: a whole number is digits only after trimming (`^[0-9]+$`); anything else (`1.5`,
     `1e3`, `11101.9`) is a parse problem, never cast, rounded or cut. -#}
 
@@ -123,7 +123,8 @@
 {%- endmacro %}
 
 
-{#- methods.md: a death with a blank or unknown age unit cannot be placed inside or outside the
+{#- docs/methods/inputs.md, "DEIS record-level files: what is counted": a death with a blank or unknown age unit cannot
+    be placed inside or outside the
     first year, so by default it is in no infant indicator (audited); var unknown_age_unit_policy:
     infant_age_unknown counts it in imr, in no component. -#}
 {% macro deis_unknown_unit_is_infant() -%}
@@ -132,7 +133,8 @@
 
 
 {#- The age class a death is counted under: a blank or unknown age unit becomes an infant of
-    unknown age only with var unknown_age_unit_policy = infant_age_unknown (methods.md section 9).
+    unknown age only with var unknown_age_unit_policy = infant_age_unknown (docs/methods/inputs.md, "DEIS record-level
+    files: what is counted").
     The counts and the causes of infant deaths both use it, so they count the same deaths. -#}
 {% macro deis_counted_age_class(age_class) -%}
     case
@@ -148,5 +150,5 @@
 
 
 {#- The first year whose causes of death Chile coded in ICD-10 (DIAG1); years before are ICD-9
-    (methods.md section 13). A fact of the source, not a setting. -#}
+    (docs/methods/causes.md). A fact of the source, not a setting. -#}
 {% macro deis_icd10_first_year() -%}1997{%- endmacro %}

@@ -1,5 +1,5 @@
 -- The share of infant deaths from causes reducible by health care, per area (commune, region,
--- country) and analysis period (methods.md section 13): the Brazilian list of avoidable causes
+-- country) and analysis period (docs/methods/causes.md): the Brazilian list of avoidable causes
 -- of death in children under 5 (seed reducible_causes_under5), with an exact Clopper-Pearson
 -- interval. The share's denominator is the infant deaths with an ICD-10 cause (coded); deaths
 -- with a blank or unusable cause are counted beside it, never in it. The list is ICD-10 only, so

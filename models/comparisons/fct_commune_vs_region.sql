@@ -1,4 +1,4 @@
--- Each commune against its own region over each analysis period (methods.md section 3).
+-- Each commune against its own region over each analysis period (docs/methods/comparisons.md, "A commune against its region").
 -- The pooled counts come from int_period_pooled_counts (pool `commune_years`): a commune-year
 -- without a rate is left out of the commune's sums AND of its region's sums for that
 -- comparison, so both sides, and the rest of the region, always cover the same years

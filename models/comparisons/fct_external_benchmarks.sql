@@ -1,5 +1,5 @@
--- Chile's national rates beside UN IGME's estimates, per year and indicator (methods.md
--- section 12): the 2020 round (rate and deaths) and the 2015 round's 90% bounds. The
+-- Chile's national rates beside UN IGME's estimates, per year and indicator (docs/methods/comparisons.md,
+-- "External anchors: UN IGME"): the 2020 round (rate and deaths) and the 2015 round's 90% bounds. The
 -- comparison needs the whole country: a build whose scope leaves out a region has a "country"
 -- that is only part of it, so its rows carry no figures of ours and say why
 -- (unavailable_reason), never a partial total beside a national estimate.

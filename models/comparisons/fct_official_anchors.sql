@@ -1,5 +1,6 @@
 -- The warehouse's infant mortality rates beside MINSAL's official ones below the country
--- (DRDSS indicator matrix 2023; methods.md section 12): one row per unit and period MINSAL
+-- (DRDSS indicator matrix 2023; docs/methods/comparisons.md, "Official anchors below the country: MINSAL"): one row
+-- per unit and period MINSAL
 -- publishes a both-sexes rate for: country and regions 2017-2019 and 2020, regions and communes
 -- 2011-2020. Ours is pooled over the years of MINSAL's period the build has (sum of deaths /
 -- sum of births over the years with a published rate: the pooling rule of

@@ -3,7 +3,8 @@
 -- audit_data_quality) has deaths, rate and limits null and says why in unavailable_reason.
 -- A region (the country) row also says how much of its count comes from commune-years whose
 -- own count is not published here, so that its deaths = the sum of its communes' published
--- deaths + unpublished_commune_deaths, and the same for births (methods.md section 8).
+-- deaths + unpublished_commune_deaths, and the same for births (docs/methods/core.md, "One rule for every aggregate of
+-- communes").
 with counts as (
     select * from {{ ref('int_area_year_counts') }}
 ),

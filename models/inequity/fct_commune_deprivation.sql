@@ -1,6 +1,6 @@
 -- Which communes each inequality measure ranks, and where: per area, indicator, period and
--- stratifier, every commune of the area with its value, ridit, quintile (docs/methods.md
--- section 5) and its rate on the area's fitted Poisson gradient. Communes without live births
+-- stratifier, every commune of the area with its value, ridit, quintile (docs/methods/inequity.md,
+-- "Order, ridit, quintile") and its rate on the area's fitted Poisson gradient. Communes without live births
 -- or without a value are listed with the reason, never silently dropped.
 with membership as (
     select * from {{ ref('int_inequality__membership') }}

@@ -1,5 +1,5 @@
--- Every commune against the best-off commune(s) (Chilean studies' comparison, methods.md
--- section 5): int_commune_vs_benchmark chooses the benchmark (vars benchmark_min_deaths /
+-- Every commune against the best-off commune(s) (Chilean studies' comparison, docs/methods/inequity.md,
+-- "Benchmark comparisons"): int_commune_vs_benchmark chooses the benchmark (vars benchmark_min_deaths /
 -- benchmark_communes); the comparison is the same arithmetic as fct_commune_vs_region's
 -- (macros/comparisons.sql), nested when the commune is (part of) its benchmark.
 with pairs as (

@@ -1,5 +1,5 @@
 -- Each commune against its statistical peers (dim_commune_peers) over each analysis period
--- (docs/methods.md section 11): the commune's pooled rate over the pooled rate of its k peers,
+-- (docs/methods/inequity.md, "Peers"): the commune's pooled rate over the pooled rate of its k peers,
 -- each pooled over its own available years (pool `area_years` of int_period_pooled_counts, as
 -- the commune's own period rate). The commune is never its own peer, so the exact conditional
 -- interval of two independent Poisson rates applies as it is.

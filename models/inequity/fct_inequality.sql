@@ -1,6 +1,6 @@
 -- The summary measures of the socio-economic gradient (WHO HEAT's D, R, PAR, PAF, SII, RII,
 -- concentration index; avoidable deaths; the Poisson gradient's a and b), long form, computed
--- in int_inequality__measures (docs/methods.md section 5).
+-- in int_inequality__measures (docs/methods/inequity.md).
 select
     area_level,
     area_code,

@@ -1,5 +1,5 @@
 -- Empirical Bayes smoothed commune rates per indicator and period (computed by
--- int_smoothed_rates; docs/methods.md section 6).
+-- int_smoothed_rates; docs/methods/maps.md, "Smoothed rates").
 with smoothed as (
     select * from {{ ref('int_smoothed_rates') }}
 ),

@@ -1,4 +1,4 @@
--- Screening of every commune (docs/methods.md section 11): its comparison with the rest of its
+-- Screening of every commune (docs/methods/screening.md): its comparison with the rest of its
 -- region (fct_commune_vs_region.comparison) and its trend over the same period (fct_trends, each
 -- method), combined into one category, so that "worse and worsening" needs no hand join.
 -- A higher rate is worse and an increasing trend is worsening (mortality indicators).

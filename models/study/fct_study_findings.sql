@@ -1,5 +1,5 @@
 -- The study's abstract, statement by statement, against what this build computes (issue 42;
--- docs/methods.md section 12). One row per statement of seeds/study_findings.csv (González,
+-- docs/methods/study.md). One row per statement of seeds/study_findings.csv (González,
 -- Alfaro & Horna-Campos 2020: the 52 communes of region 13, 2005-2014). Each statement is
 -- checked over the study's period when the build has it, else over the longest period the build
 -- computed inside it (the overlap, e.g. 2010-2014 with the bundled data 2010-2019), and the

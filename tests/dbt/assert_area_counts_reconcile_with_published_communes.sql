@@ -1,4 +1,4 @@
--- The one pooling rule, as a reader checks it (methods.md section 8): a region's (the
+-- The one pooling rule, as a reader checks it (docs/methods/core.md, "One rule for every aggregate of communes"): a region's (the
 -- country's) deaths are the sum of its communes' published deaths plus
 -- unpublished_commune_deaths, and the same for births, in every year. One parent only, so
 -- that a partial build (`--select +fct_area_year_rates`) runs exactly the tests it can.

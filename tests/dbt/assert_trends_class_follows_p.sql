@@ -1,4 +1,5 @@
--- Every trend row's class is the rule of methods.md section 5, for every method: too few deaths
+-- Every trend row's class is the rule of docs/methods/trends.md, "Valid trend conclusions for small communes", for
+-- every method: too few deaths
 -- (var trend_min_deaths) -> insufficient_data; too few usable years (var trend_min_years) or no
 -- valid fit (no p-value) -> not_estimable; else the p-value against var trend_p_threshold and the
 -- sign of the slope; and a prais_winsten or joinpoint increase or decrease that the poisson row

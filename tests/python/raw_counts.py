@@ -1,6 +1,6 @@
 """Derived infant deaths and births per commune-year, computed with pandas from the bundled raw
 files (INE deaths of all ages - DEIS deaths aged 1+): the tests' independent second computation
-of what the warehouse counts (methods.md section 8)."""
+of what the warehouse counts (docs/methods/core.md, "Which commune-years have a rate (bundled aggregates)")."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ R_ARROW_TYPES = {"string": "character", "large_string": "character", "int32": "i
 
 
 def test_parquet_exports_use_only_types_r_reads(published_warehouse):
-    """`arrow::read_parquet()` in R (documented in docs/querying.md) maps these types; no
+    """`arrow::read_parquet()` in R (documented in docs/using/querying.md) maps these types; no
     unsigned, decimal or nested column that R would read as something surprising."""
     files = sorted(published_warehouse.parquet.glob("*.parquet"))
     assert files

@@ -101,14 +101,14 @@ def test_the_compare_section_is_replaced_in_place_and_kept_by_the_scale_report()
 
 
 def test_baseline_exact_limits_match_the_methods_test_vectors():
-    # docs/methods.md section 2 (count scale); births 1000 so the rate per 1000 is the count.
+    # docs/methods/core.md, "Interval for one rate" (count scale); births 1000 so the rate per 1000 is the count.
     lower, upper = exact_limits(pd.Series([0, 1, 3, 10, 41]), pd.Series([1000] * 5))
     np.testing.assert_allclose(lower, [0, 0.025318, 0.618672, 4.795389, 29.422308], atol=1e-6)
     np.testing.assert_allclose(upper, [3.688879, 5.571643, 8.767273, 18.390356, 55.621130], atol=1e-6)
 
 
 def test_baseline_rate_ratio_limits_match_stata_iri():
-    # Stata `iri 41 15 28010 19017` (methods.md section 3): exact 95% CI 1.005684-3.609300. The
+    # Stata `iri 41 15 28010 19017` (docs/methods/comparisons.md, "A commune against its region"): exact 95% CI 1.005684-3.609300. The
     # commune holds the 41 deaths, the rest of its region the 15.
     frame = pd.DataFrame({"deaths": [41], "births": [28010], "deaths_region": [56], "births_region": [47027]})
     lower, upper = rest_of_region_limits(frame)

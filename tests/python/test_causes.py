@@ -1,4 +1,4 @@
-"""Causes of infant death (methods.md section 13): the ICD mapping on edge codes, the reducible
+"""Causes of infant death (docs/methods/causes.md): the ICD mapping on edge codes, the reducible
 causes list, the Clopper-Pearson interval, and generated files counted a second way.
 
 The expectations are written by hand (the edge-code table) or computed here independently of

@@ -1,7 +1,7 @@
 """Input faults of issue 41 (round three): each case a variant of the bundled files (or of the
 settings) that once ended in a message without the file or line, a DuckDB binder or constraint
 error, a null without a reason, or a silently relabelled result; each is now a stop naming the
-file, the real line and the fix, or a published reason (docs/methods.md sections 8, 9 and 12).
+file, the real line and the fix, or a published reason (docs/methods/core.md, docs/methods/inputs.md and docs/methods/comparisons.md).
 
 Stopping cases run only the models that read the file (their parents are sources), so each
 costs one dbt start; cases in different files share a run (both models stop, each with its

@@ -98,7 +98,7 @@ def test_neighbours_are_symmetric_and_islands_have_none(neighbours, polygons):
 
 
 def test_tolerance_sits_between_land_gaps_and_the_narrowest_sea_channel(polygons):
-    """The justification of the 300 m tolerance (docs/methods.md section 6), measured again."""
+    """The justification of the 300 m tolerance (docs/methods/maps.md, "Neighbours"), measured again."""
     gaps = geo.polygon_gaps(polygons.codes, polygons.geometries, 1000)
     empty = gaps[(gaps["gap_m"] > 0) & (gaps["blocked_m"] == 0)].sort_values("gap_m")
     below, above = empty[empty["gap_m"] <= SNAP_M], empty[empty["gap_m"] > SNAP_M]
@@ -176,7 +176,7 @@ def test_geojson_for_the_report_is_small_complete_and_without_slivers(polygons, 
 
 
 def test_the_coverage_meets_the_neighbour_rule_but_for_seven_pairs(coverage, neighbours):
-    """Why contiguity stays with the snap rule (docs/methods.md section 6): the cleaner gives the
+    """Why contiguity stays with the snap rule (docs/methods/maps.md, "Neighbours"): the cleaner gives the
     overlap or gap at a junction to one commune, which makes 4 true neighbours lose contact and 3
     pairs meet, 1 of them false."""
     tree = shapely.STRtree(coverage.geometries)

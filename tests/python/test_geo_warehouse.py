@@ -50,7 +50,7 @@ def test_polygon_file_disagreements_are_audited(bundled_warehouse):
 
 
 def test_smoothed_rates_follow_the_formulas_on_the_pooled_counts(bundled_warehouse):
-    """An independent vectorised transcription of methods.md section 6 on fct_commune_vs_region.
+    """An independent vectorised transcription of docs/methods/maps.md, "Smoothed rates" on fct_commune_vs_region.
     Global EB is fitted within each region: the Metropolitan Region's 52 communes here."""
     rows = query(bundled_warehouse, """
         select compared.commune_code, compared.deaths, compared.live_births, compared.region_rate_per_1000,

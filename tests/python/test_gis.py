@@ -87,7 +87,7 @@ def test_missing_warehouse_is_a_clear_error(tmp_path):
 
 def test_a_missing_geometry_is_null_as_the_readme_says(geopackage):
     """Issue 44: the README said Antártica had an empty geometry; the file has none (SQL NULL,
-    what GDAL and QGIS read as a feature without geometry), and the README now says so."""
+    what GDAL and QGIS read as a feature without geometry), and the GIS page (docs/using/gis.md, once the README) says so."""
     import sqlite3
 
     with sqlite3.connect(geopackage) as con:
@@ -95,5 +95,5 @@ def test_a_missing_geometry_is_null_as_the_readme_says(geopackage):
             assert con.execute(f"select count(*) from {layer} where geom is null").fetchone()[0] == rows
             assert con.execute(f"select count(*) from {layer} where commune_code = '12202' and geom is null"
                                ).fetchone()[0] == rows
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (REPO_ROOT / "docs" / "using" / "gis.md").read_text(encoding="utf-8")
     assert "Antártica with a NULL geometry" in readme and "empty geometry" not in readme

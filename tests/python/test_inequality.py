@@ -1,4 +1,4 @@
-"""The inequality statistics (docs/methods.md section 5) against hand computations and second
+"""The inequality statistics (docs/methods/inequity.md) against hand computations and second
 methods: ridits and quintiles, D, R, PAR, PAF and avoidable deaths worked out by hand on a
 small fixture; SII/RII against statsmodels' formula API and a hand-written IRLS; CIX against
 its closed form and a hand weighted least squares; the benchmark choice under both var
@@ -116,7 +116,7 @@ def test_quintile_rates_by_hand(ranked):
     assert q["deaths"].tolist() == [3, 4, 1, 1, 1]
     assert q["live_births"].tolist() == [180, 220, 200, 150, 250]
     assert q.loc[1, "rate_per_1000"] == pytest.approx(1000 * 3 / 180)
-    # Garwood limits of 3 deaths (methods.md section 2 test vector: 0.618672, 8.767273).
+    # Garwood limits of 3 deaths (docs/methods/core.md, "Interval for one rate" test vector: 0.618672, 8.767273).
     assert q.loc[1, "ci95_lower"] == pytest.approx(1000 * 0.618672 / 180, rel=1e-6)
     assert q.loc[1, "ci95_upper"] == pytest.approx(1000 * 8.767273 / 180, rel=1e-6)
     assert (q.loc[1, "value_min"], q.loc[1, "value_max"]) == (28.0, 30.0)

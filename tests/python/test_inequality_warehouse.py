@@ -1,7 +1,7 @@
 """The inequality marts in real builds.
 
 * The bundled build (RM, 2010-2019): membership recomputed from every commune's yearly births
-  (the region's own commune-years, methods.md section 8) and the covariate file read with
+  (the region's own commune-years, docs/methods/core.md, "One rule for every aggregate of communes") and the covariate file read with
   Python's csv module (a second reader); quintile sums equal the region's pooled count; D and PAF agree with the quintile mart; the fitted gradient; the benchmark is the
   lowest rate among communes with >= 20 deaths; single years come from the yearly mart; the
   RII trend mart is fct_trends' shell run on the published single-year RII.

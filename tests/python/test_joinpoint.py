@@ -1,6 +1,6 @@
 """Joinpoint regression against independent computations: statsmodels WLS with the joinpoints
 fixed, brute-force grid search, a loop-by-loop permutation test, the AAPC definition and NCI's
-documented rules (docs/joinpoint.md)."""
+documented rules (docs/methods/joinpoint.md)."""
 
 import itertools
 

@@ -32,8 +32,8 @@ def births_in_files(out) -> Counter:
 
 
 def infant_deaths_in_files(out) -> Counter:
-    """(region, year) -> deaths under one year, read with Python's csv module (methods.md
-    section 1: hours, days, months 0-11, years 0)."""
+    """(region, year) -> deaths under one year, read with Python's csv module (docs/methods/core.md,
+    "Indicators": hours, days, months 0-11, years 0)."""
     counts = Counter()
     deaths_file = next(out.glob("synthetic_deis_deaths_*.csv"))
     with open(deaths_file, encoding="utf-8", newline="") as handle:

@@ -2,7 +2,7 @@
 
 A second reader: MINSAL's CSV is read with pandas, and our side is derived again from the
 bundled INE and DEIS files (INE deaths of all ages - DEIS deaths aged 1+, the publication rule of
-methods.md section 8: a commune's own rate needs births > 0 and 0 <= deaths <= births; a region
+docs/methods/core.md, "Which commune-years have a rate (bundled aggregates)": a commune's own rate needs births > 0 and 0 <= deaths <= births; a region
 or the country sums every commune-year, signed). The acceptance figures of issue 42 part 4:
 Chile 2017-2019 MINSAL 6.62 against the derived 6.80; regions derived / MINSAL median 1.024
 (0.971 Los Ríos to 1.128 Magallanes); RM 6.24 against 6.07; every commune against MINSAL's

@@ -1,4 +1,4 @@
-"""Exact Poisson statistics against the published test vectors (methods.md) and scipy."""
+"""Exact Poisson statistics against the published test vectors (docs/methods/core.md, "Interval for one rate") and scipy."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from scipy import stats
 
 from infant_mortality.statistics import poisson
 
-# methods.md section 2: count-scale exact limits.
+# docs/methods/core.md, "Interval for one rate": count-scale exact limits.
 GARWOOD_VECTORS = {
     0: (0.0, 3.688879),
     1: (0.025318, 5.571643),

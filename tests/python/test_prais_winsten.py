@@ -1,4 +1,4 @@
-"""Prais-Winsten estimator against independent oracles (docs/methods.md section 4).
+"""Prais-Winsten estimator against independent oracles (docs/methods/trends.md, "Prais-Winsten on log10(rate)").
 
 Oracles: Stata output stored in statsmodels' own test suite (Cochrane-Orcutt, rhotype tscorr),
 Stata's rho > 1 result on macrodata levels (statsmodels issue #290), Wooldridge Example 12.4

@@ -323,7 +323,7 @@ def test_csv_flags_are_true_false_and_the_file_has_the_users_umask(bundled_wareh
     rows = list(csv.DictReader(io.StringIO(target.read_text(encoding="utf-8"))))
     expected = dict(query(bundled_warehouse, "select commune_code || period_label || indicator, is_unreliable "
                                              "from marts.fct_commune_vs_region"))
-    assert {r["is_unreliable"] for r in rows} == {"true", "false"}  # as docs/querying.md promises
+    assert {r["is_unreliable"] for r in rows} == {"true", "false"}  # as docs/using/querying.md promises
     assert sum(r["is_unreliable"] == "true" for r in rows) == sum(expected.values()) > 0
 
 

@@ -2,7 +2,7 @@
 
 A second reader of data/raw (pandas, not the warehouse's SQL) derives every commune-year's
 infant deaths as INE deaths of all ages - DEIS deaths aged 1+, applies the publication rule of
-methods.md section 8 (a commune-year has a rate when 0 <= deaths <= births and births > 0) and
+docs/methods/core.md, "Which commune-years have a rate (bundled aggregates)" (a commune-year has a rate when 0 <= deaths <= births and births > 0) and
 checks: every region-year's deaths = its communes' published deaths + unpublished_commune_deaths;
 the quintiles of every stratifier add up to the Metropolitana's pooled count in every period;
 fct_external_benchmarks shows UN IGME's file values beside the national sums.

@@ -3,7 +3,7 @@
 from conftest import query
 
 CLASSES = ("increasing", "decreasing", "stationary")
-# (comparison, trend) -> category: docs/methods.md section 11, written out pair by pair.
+# (comparison, trend) -> category: docs/methods/screening.md, written out pair by pair.
 RULE = {
     ("higher", "increasing"): "worse_and_worsening", ("higher", "stationary"): "worse",
     ("higher", "decreasing"): "worse", ("similar", "increasing"): "worsening",

@@ -9,7 +9,7 @@ from scipy import stats
 
 from infant_mortality.statistics.smoothing import eb_global, eb_local, prob_exceeds, smooth_commune_rates
 
-# Hand computation (docs/methods.md section 6) on three areas, deaths (1, 6, 3), births
+# Hand computation (docs/methods/maps.md, "Smoothed rates") on three areas, deaths (1, 6, 3), births
 # (100, 200, 300): b = 10/600 = 1/60; r - b = (-1/150, 1/75, -1/150);
 # s² = (100/22500 + 200/5625 + 300/22500) / 600 = 1/11250; b / (600/3) = 1/12000;
 # a = 1/11250 - 1/12000 = 1/180000. b/n = (1/6000, 1/12000, 1/18000), so

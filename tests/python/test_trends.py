@@ -1,4 +1,4 @@
-"""fit_trends: the trend mart rows from yearly rates (docs/methods.md section 4)."""
+"""fit_trends: the trend mart rows from yearly rates (docs/methods/trends.md, "Prais-Winsten on log10(rate)")."""
 
 from __future__ import annotations
 
@@ -435,7 +435,7 @@ def test_trend_settings_are_typed_from_the_rendered_config_and_name_what_is_miss
 
 
 # --------------------------------------------------------------------------------------------
-# Valid conclusions (docs/methods.md section 5): PW validity, too few deaths, the count model,
+# Valid conclusions (docs/methods/trends.md, "Valid trend conclusions for small communes"): PW validity, too few deaths, the count model,
 # joinpoint beside them, and whether the methods agree
 # --------------------------------------------------------------------------------------------
 

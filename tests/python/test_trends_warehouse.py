@@ -115,7 +115,7 @@ def test_trend_method_ols_fits_statsmodels_ols(ols_trends_warehouse):
     assert variant == fitter == "ols"
 
 
-# --- Valid conclusions (docs/methods.md section 5): the acceptance of issue 26 -----------------
+# --- Valid conclusions (docs/methods/trends.md, "Valid trend conclusions for small communes"): the acceptance of issue 26 -----------------
 
 
 def test_no_prais_winsten_class_rests_on_an_unconverged_fit_or_rho_near_a_unit_root(bundled_warehouse):

@@ -131,7 +131,7 @@ def test_country_births_and_infant_mortality_every_year(bundled_warehouse, by_ha
     assert [births for _, _, births, _ in rows][:5] == [250643, 247358, 243635, 242005, 250997]
     assert [rate for *_, rate in rows] == [7.44, 7.72, 7.44, 7.00, 7.40, 6.91, 7.04, 7.11, 6.73, 6.53]
     assert rows[0][:3] == (2010, 1865, 250643)
-    for year, deaths, births, _ in rows:  # the signed sum of every commune-year (methods.md, "Input checks, plausibility and pooling")
+    for year, deaths, births, _ in rows:  # the signed sum of every commune-year (docs/methods/core.md, "Regions and the country")
         assert deaths == sum(a - d1 for (_, y), (_, a, d1) in by_hand.items() if y == year)
         assert births == sum(b for (_, y), (b, _, _) in by_hand.items() if y == year)
 

@@ -1,4 +1,5 @@
--- Audit rows (columns of audit_data_quality) of the comparison with UN IGME (methods.md section 12):
+-- Audit rows (columns of audit_data_quality) of the comparison with UN IGME (docs/methods/comparisons.md, "External
+-- anchors: UN IGME"):
 --   igme_deaths_difference_exceeds_tolerance: a year whose national infant deaths differ from
 --     UN IGME's by more than var external_deaths_tolerance_percent. The published rate stands
 --     (the registry is the source; IGME smooths it): the row asks for that year's inputs to be

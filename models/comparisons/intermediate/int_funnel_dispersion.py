@@ -1,5 +1,5 @@
 """Over-dispersion of each region's communes per indicator and analysis period: Spiegelhalter's
-dispersion ratio phi and between-commune variance tau^2 (docs/methods.md section 11), which widen
+dispersion ratio phi and between-commune variance tau^2 (docs/methods/comparisons.md, "Funnel limits that allow for over-dispersion"), which widen
 the adjusted funnel limits of `int_funnel_limits` and give `fct_commune_vs_region` its
 `funnel_category_adjusted`. The rule is `infant_mortality.statistics.overdispersion.region_dispersion`
 (tested with pytest); the winsorising fraction is var `funnel_winsor_trim` (through the YAML

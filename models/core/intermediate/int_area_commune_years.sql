@@ -1,4 +1,5 @@
--- The one availability rule of every aggregate of communes (issue 41; methods.md section 8):
+-- The one availability rule of every aggregate of communes (issue 41; docs/methods/core.md, "One availability rule for
+-- every mart"):
 -- each commune-year once per area it belongs to (its region, and the country when the build has
 -- more than one region), with whether that area has a rate in that year (`area_is_available`,
 -- exactly the rate of fct_area_year_rates) and, if not, why. A mart that sums, ranks, compares

@@ -1,6 +1,6 @@
 -- Counts at every area level: each commune, each region (sum over its communes) and, when the
 -- scope has more than one region, the country (sum over everything in scope).
--- An aggregate is only as good as its parts (methods.md, "Input checks, plausibility and pooling"). A region or the country has
+-- An aggregate is only as good as its parts (docs/methods/core.md, "Regions and the country"). A region or the country has
 -- a count only when every commune-year inside has counts (else `*_incomplete`, deaths and births
 -- null: never a silently smaller sum) and every one is poolable (else `*_commune_out_of_bounds`).
 -- Poolable includes the bounded case: a commune-year whose derived count lies outside

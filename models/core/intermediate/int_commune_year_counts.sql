@@ -3,7 +3,7 @@
 -- indicator present, so a commune-year missing from the input is visible, not silently absent.
 -- `deaths` is kept as derived (possibly negative or missing); `count_problem` says why a count
 -- cannot give a rate, and the marts turn that into an unavailable rate. `is_poolable` says
--- whether the counts may still enter the region's and the country's sums (methods.md, "Input checks, plausibility and pooling"):
+-- whether the counts may still enter the region's and the country's sums (docs/methods/core.md, "Regions and the country"):
 -- only counts that exist, with a derived count outside [0, live births] by at most
 -- var('derived_count_tolerance') deaths and no implausible rate or births.
 -- Births are held against the area, not only per line (issue 41): a commune-year whose births
@@ -11,7 +11,8 @@
 -- births_ratio_margin), for either yardstick, its population aged 0 (INE, stg_ine__population)
 -- or the median of its own births series, is `implausible_births`: no rate, not poolable, so no
 -- region, country or period is published from it.
--- The births are the denominator var births_denominator chooses (methods.md section 8): the
+-- The births are the denominator var births_denominator chooses (docs/methods/core.md, "Which births the rates divide
+-- by: registered or DEIS-corrected"): the
 -- input's registered births, or DEIS's corrected births where the bundled file has a figure for
 -- the commune-year; `births_basis` says which, and every check below holds the chosen births.
 with counts as (

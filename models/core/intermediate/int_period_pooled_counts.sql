@@ -1,4 +1,4 @@
--- The one pooling rule of the warehouse (methods.md section 3): over an analysis period, deaths
+-- The one pooling rule of the warehouse (docs/methods/core.md, "Pooled period rates"): over an analysis period, deaths
 -- and live births are summed over the years in which the rate is available, and the pooled
 -- rate is sum(deaths) / sum(births) with exact Poisson limits; never an average of yearly rates.
 -- It pools the published yearly rows (fct_area_year_rates), so "available" means exactly
@@ -10,7 +10,7 @@
 --                  (fct_commune_vs_region). pool_key is the commune.
 -- An area's pool also says how much of it comes from commune-years outside their commune's
 -- pool (no rate of their own): region deaths = the sum of its communes' commune_years deaths
--- + unpublished_commune_deaths, and the same for births (methods.md section 8).
+-- + unpublished_commune_deaths, and the same for births (docs/methods/core.md, "One rule for every aggregate of communes").
 with periods as (
     select period_start, period_end, period_label from {{ ref('int_analysis_periods') }}
 ),

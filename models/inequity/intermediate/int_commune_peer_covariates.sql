@@ -1,4 +1,4 @@
--- The covariates that place each commune among its peers (docs/methods.md section 11): the 2022
+-- The covariates that place each commune among its peers (docs/methods/inequity.md, "Peers"): the 2022
 -- income and multidimensional poverty rates (usable values of int_stratifier_values) and the
 -- log10 of the estimated population (communes_chile), one row per commune of dim_commune.
 -- `has_all_covariates` is false where one is missing (Antártica, 12202, has no 2022 poverty

@@ -1,5 +1,5 @@
 """Each commune's k nearest communes nationally on the covariates of int_commune_peer_covariates
-(docs/methods.md section 11). The rule is `infant_mortality.statistics.peers.nearest_peers`
+(docs/methods/inequity.md, "Peers"). The rule is `infant_mortality.statistics.peers.nearest_peers`
 (tested with pytest); k is var `peer_count` (through the YAML `config:`). Communes without
 every covariate are left out here and named in the mart's description."""
 

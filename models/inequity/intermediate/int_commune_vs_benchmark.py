@@ -1,5 +1,5 @@
-"""Every commune beside the best-off commune(s), as Chilean studies compare them (docs/methods.md
-section 5): `infant_mortality.statistics.inequality.benchmark_pairs` on the pooled counts of
+"""Every commune beside the best-off commune(s), as Chilean studies compare them (docs/methods/inequity.md,
+"Benchmark comparisons"): `infant_mortality.statistics.inequality.benchmark_pairs` on the pooled counts of
 fct_commune_vs_region chooses the benchmark; fct_commune_vs_benchmark compares (SQL). The vars `benchmark_min_deaths` and `benchmark_communes` arrive through
 the YAML `config:` and are validated by `parse_benchmark_vars` (errors name the var)."""
 

@@ -1,7 +1,7 @@
 """Between-commune inequality per region and the country, year and analysis period, on the crude
 rates (HEAT's BGV and index of disparity) and net of Poisson noise (the true-rate variance of the
-Poisson-gamma model, with a parametric bootstrap interval and its trend over the years); docs/methods.md
-section 11. The rules are `infant_mortality.statistics.geographic_inequality` (tested with pytest);
+Poisson-gamma model, with a parametric bootstrap interval and its trend over the years); docs/methods/inequity.md,
+"Geographic inequality net of chance". The rules are `infant_mortality.statistics.geographic_inequality` (tested with pytest);
 replicates (var `inequality_bootstrap_replicates`) and the trend settings come through the YAML
 `config:`. The communes of an area enter over the years in which the area's own rate is
 available and theirs is published, with births > 0 (core's int_area_commune_years, the one

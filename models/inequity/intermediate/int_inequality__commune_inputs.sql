@@ -1,7 +1,8 @@
 -- The commune rows every inequality measure starts from: for each area (each region, and the
 -- country when more than one region is present), indicator, period and stratifier, every
 -- commune of the area with its deaths, live births and stratifier value (null when it has none).
--- The one rule for aggregates of communes (methods.md section 8): a period sums the area's own
+-- The one rule for aggregates of communes (docs/methods/core.md, "One rule for every aggregate of communes"): a period
+-- sums the area's own
 -- commune-years, the years in which the area has a count. `deaths`, `live_births` are the
 -- commune's published counts in those years (its years with a rate: for a region exactly what
 -- fct_commune_vs_region pools); `unpublished_deaths`, `unpublished_live_births` the signed

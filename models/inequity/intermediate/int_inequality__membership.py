@@ -1,6 +1,6 @@
 """Ridit and quintile of every commune per area, indicator, period and stratifier.
 
-The rule (docs/methods.md section 5) is `infant_mortality.statistics.inequality.rank_communes`; this model
+The rule (docs/methods/inequity.md) is `infant_mortality.statistics.inequality.rank_communes`; this model
 only reads the commune rows and returns the ranked frame.
 """
 

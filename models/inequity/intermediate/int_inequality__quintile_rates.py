@@ -1,4 +1,4 @@
-"""Pooled deaths, births and rate of each deprivation quintile (docs/methods.md section 5),
+"""Pooled deaths, births and rate of each deprivation quintile (docs/methods/inequity.md),
 computed by `infant_mortality.statistics.inequality.quintile_rates` from the ranked communes."""
 
 from infant_mortality.dbt_plugins.model_inputs import ordered_frame

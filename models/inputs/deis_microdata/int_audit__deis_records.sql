@@ -182,7 +182,7 @@ control_rows as (
         and control_totals.control_births <> coalesce(counted_by_region.counted_births, 0)
 ),
 
--- Causes of infant deaths (methods.md section 13), one row per file, commune and year: deaths
+-- Causes of infant deaths (docs/methods/causes.md), one row per file, commune and year: deaths
 -- with a blank (cause_unknown) or unusable (cause_invalid) DIAG1, counted in imr and in no
 -- cause group; injury deaths without an external cause in DIAG2 (read on the reducible-causes
 -- list by their DIAG1, where no injury code is listed); and each ICD-9 year, whose cause groups

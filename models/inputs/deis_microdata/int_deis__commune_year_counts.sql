@@ -14,7 +14,7 @@ with assignable_deaths as (
         commune_code,
         year_of_death as year,
         -- A death with a blank or unknown age unit is never read as years; by default it is in no
-        -- infant indicator (deis_columns.sql, methods.md).
+        -- infant indicator (deis_columns.sql, docs/methods/inputs.md, "DEIS record-level files: what is counted").
         {{ deis_counted_age_class('age_class') }} as age_class
     from {{ ref('stg_deis__deaths') }}
     where {{ deis_is_assignable('record_problem', 'year_of_death') }}
@@ -32,7 +32,7 @@ deaths as (
     group by commune_code, year
 ),
 
--- Infant deaths by cause group (int_deis__infant_deaths, methods.md section 13), counted from
+-- Infant deaths by cause group (int_deis__infant_deaths, docs/methods/causes.md), counted from
 -- the classified records: the test infant_deaths_are_the_cause_groups_plus_unknown_and_invalid
 -- checks them against the age classes above, a second count of the same deaths.
 {% set cause_groups = ['perinatal', 'congenital', 'respiratory', 'infectious', 'external', 'ill_defined', 'other'] %}

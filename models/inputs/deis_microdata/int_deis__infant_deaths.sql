@@ -1,5 +1,5 @@
 -- Microdata mode: one row per infant death counted in a commune-year, with its underlying cause
--- classified (methods.md section 13). Nothing is dropped: a death whose DIAG1 is blank is
+-- classified (docs/methods/causes.md). Nothing is dropped: a death whose DIAG1 is blank is
 -- cause_unknown, one whose DIAG1 is not a code of its year's ICD revision (or in no chapter) is
 -- cause_invalid; both stay infant deaths, in no cause group, and are audited
 -- (int_audit__deis_records). Codes were normalised once, in stg_deis__deaths (trimmed, upper

@@ -32,7 +32,8 @@ select
     count_columns.deaths,
     count_columns.live_births,
     count_columns.input_problem as source_problem,
-    -- Names the derivation and where its measured bias is published (methods.md section 12).
+    -- Names the derivation and where its measured bias is published (docs/methods/comparisons.md, "Official anchors
+    -- below the country: MINSAL").
     'derived: INE deaths all ages - DEIS deaths aged 1+; bias against MINSAL by region: fct_official_anchors' as count_basis
 from count_columns
 inner join {{ ref('indicators') }} as seed

@@ -1,4 +1,4 @@
-"""Empirical Bayes smoothed commune rates (docs/methods.md section 6).
+"""Empirical Bayes smoothed commune rates (docs/methods/maps.md, "Smoothed rates").
 
 Reads each commune's pooled counts exactly as `fct_commune_vs_region` pools them and the
 neighbour pairs of `dim_commune_neighbours`; the statistics are

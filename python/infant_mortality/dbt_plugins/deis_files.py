@@ -16,7 +16,7 @@ DuckDB reads the records itself (the staging models call `read_csv`); this modul
   DuckDB reads (no uncompressed copy on disk), any other member is written out as it inflates;
 - the encoding (latin-1 or UTF-8) is detected from the bytes unless given; the layout (the
   official-figures deaths file, the older per-year deaths layout, the per-year births bases or
-  the compact births layout of docs/deis-layouts.md) is recognised from the header (or, without
+  the compact births layout of docs/using/deis-layouts.md) is recognised from the header (or, without
   one, from the number of columns);
 - every file is read once more in full to count its lines, find its blank lines (DuckDB skips
   them; the staging models put them back in the line numbers) and checksum it; two entries with
@@ -54,7 +54,7 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 
 DELIMITER = ";"
 
-# The documented 27-column layout of DEFUNCIONES_FUENTE_DEIS_* (docs/deis-layouts.md).
+# The documented 27-column layout of DEFUNCIONES_FUENTE_DEIS_* (docs/using/deis-layouts.md).
 DEATHS_COLUMNS = (
     "ANO_DEF", "FECHA_DEF", "GLOSA_SEXO", "EDAD_TIPO", "EDAD_CANT",
     "CODIGO_COMUNA_RESIDENCIA", "GLOSA_COMUNA_RESIDENCIA", "GLOSA_REG_RES",
@@ -73,7 +73,7 @@ DEATHS_ALIASES = {
     "COMUNA": "GLOSA_COMUNA_RESIDENCIA", "NOMBRE_COMUNA": "GLOSA_COMUNA_RESIDENCIA",
     "NOMBRE_REGION": "GLOSA_REG_RES", "REGION": "GLOSA_REG_RES",
 }
-# The older per-year deaths layout (read by header only; ../docs/deis-layouts.md). Here COMUNA is
+# The older per-year deaths layout (read by header only; docs/using/deis-layouts.md). Here COMUNA is
 # the commune *code* of residence and SEXO a code (1, 2, 9).
 DEATHS_PER_YEAR_NAMES = {
     "ANO_DEF": "ANO_DEF", "AÑO_DEF": "ANO_DEF", "MES_DEF": "MES_DEF", "DIA_DEF": "DIA_DEF",
@@ -739,7 +739,7 @@ def _map_header(fields: list[str], kind: str, shown: str) -> tuple[tuple[str, ..
                 f"births bases (one file per year with COMUNA) instead (header found: {excerpt(';'.join(fields))})")
         raise DeisFileError(
             f"{shown}: the header does not name the DEIS {kind} column(s) {', '.join(missing)} "
-            f"(header found: {excerpt(';'.join(fields))}); see docs/deis-layouts.md for the accepted names")
+            f"(header found: {excerpt(';'.join(fields))}); see docs/using/deis-layouts.md for the accepted names")
     return tuple(columns), layout
 
 

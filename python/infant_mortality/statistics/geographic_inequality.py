@@ -1,5 +1,5 @@
 """Geographic inequality between communes, on the crude rates and net of chance
-(docs/methods.md section 11).
+(docs/methods/inequity.md, "Geographic inequality net of chance").
 
 Over the k communes of an area (a region, or the country) with deaths d_i and births n_i, with
 r_i = d_i / n_i and the area's pooled rate b = sum d / sum n:

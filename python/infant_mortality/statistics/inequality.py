@@ -1,6 +1,6 @@
 """The socio-economic gradient of commune rates, measured as health-equity tools measure it.
 
-``docs/methods.md`` section 5 is the contract. For one *group* (an area -- a region or the
+``docs/methods/inequity.md`` is the contract. For one *group* (an area -- a region or the
 country --, an indicator, a period and a stratifier) the input is one row per commune with its
 deaths d_i, live births n_i and stratifier value v_i (higher = more deprived):
 
@@ -48,7 +48,7 @@ N_QUINTILES = 5
 GROUP_KEYS = ["area_level", "area_code", "indicator", "period_start", "period_end", "stratifier"]
 COMMUNE_COLUMNS = ["commune_code", "deaths", "live_births", "value", "higher_is_more_deprived"]
 # Optional: a commune's signed counts in the area's years without a rate of its own, which enter
-# the area's (and so the quintiles') sums but not the commune-level models (methods.md section 8).
+# the area's (and so the quintiles') sums but not the commune-level models (docs/methods/core.md, "One rule for every aggregate of communes").
 UNPUBLISHED_COLUMNS = ["unpublished_deaths", "unpublished_live_births"]
 
 MEASURES = ("D", "R", "PAR", "PAF", "avoidable_deaths", "SII", "RII", "CIX",
@@ -229,7 +229,7 @@ def _na(note: str) -> Estimate:
 
 
 def gap_measures(d1, n1, d5, n5, deaths, births, multiplier: float, z: float = Z95) -> dict[str, Estimate]:
-    """D, R, PAR, PAF and avoidable deaths (docs/methods.md section 5).
+    """D, R, PAR, PAF and avoidable deaths (docs/methods/inequity.md).
 
     (d1, n1), (d5, n5): deaths and live births of quintiles 1 and 5; (deaths, births): the
     whole area (every ranked commune). Rates per ``multiplier`` live births (the indicator's).
@@ -461,8 +461,8 @@ def group_measures(deaths, births, ridit, quintile, multiplier: float, z: float 
 
     (deaths, births): the communes' published counts, which the commune-level models (the
     gradient, CIX) fit; (area_deaths, area_births), default the same: their counts in the
-    area's count, which the quintile and area sums of D, R, PAR, PAF add up (methods.md
-    section 8). A commune without published births has no rate and is left out of the fits.
+    area's count, which the quintile and area sums of D, R, PAR, PAF add up (docs/methods/core.md,
+    "One rule for every aggregate of communes"). A commune without published births has no rate and is left out of the fits.
     """
     d = np.asarray(deaths, dtype=float)
     n = np.asarray(births, dtype=float)

@@ -1,4 +1,4 @@
-"""Joinpoint regression of a rate series, as NCI's Joinpoint program does it (docs/joinpoint.md).
+"""Joinpoint regression of a rate series, as NCI's Joinpoint program does it (docs/methods/joinpoint.md).
 
 Model (Kim, Fay, Feuer, Midthune 2000): ln(rate_t) = b0 + b1 t + sum_k d_k (t - tau_k)+, a
 continuous broken line whose joinpoints tau_k sit at observed years, fitted by weighted least

@@ -1,6 +1,6 @@
 """Funnel limits that allow for over-dispersion (Spiegelhalter 2005, "Handling over-dispersion of
 performance indicators", Qual Saf Health Care 14:347-351), as NHS-R FunnelPlotR computes them
-for standardised ratios with its square-root ("CQC") transform (docs/methods.md).
+for standardised ratios with its square-root ("CQC") transform (docs/methods/comparisons.md, "Funnel limits that allow for over-dispersion").
 
 For areas with observed deaths O_i and expected deaths E_i (births x the region's rate), the
 ratio O/E is compared with its target 1 on the square-root scale, where a Poisson count has a

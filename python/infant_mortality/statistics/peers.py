@@ -1,4 +1,4 @@
-"""Statistical nearest neighbours ("peers") of communes (docs/methods.md section 11).
+"""Statistical nearest neighbours ("peers") of communes (docs/methods/inequity.md, "Peers").
 
 Each covariate is standardised to a z-score over the communes given, (x - mean) / sd with the
 sample sd (ddof = 1), so that no covariate weighs more for its unit; a commune's peers are the

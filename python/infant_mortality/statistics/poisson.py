@@ -1,7 +1,7 @@
 """Exact Poisson and conditional-binomial statistics for counts of deaths.
 
 All functions are vectorised over numpy arrays (scalars work too) and follow
-`docs/methods.md`: Garwood limits for one count, the exact conditional interval and the
+`docs/methods/core.md`, "Interval for one rate": Garwood limits for one count, the exact conditional interval and the
 mid-p value for a ratio of two rates, and exact control limits for funnel plots.
 """
 

@@ -1,6 +1,6 @@
 """Prais-Winsten / Cochrane-Orcutt AR(1) regression, matching Stata ``prais``.
 
-Two implementations of the same algorithm (``docs/methods.md`` section 4):
+Two implementations of the same algorithm (``docs/methods/trends.md``, "Prais-Winsten on log10(rate)"):
 
 * :func:`prais_winsten` -- the reference path, any design matrix, every step fitted with
   ``statsmodels.api.OLS``. :func:`prais_winsten_trend` wraps it for ``y ~ 1 + year`` with the

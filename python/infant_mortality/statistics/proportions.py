@@ -1,5 +1,5 @@
 """Exact (Clopper-Pearson) interval for a proportion: the share of infant deaths from a group of
-causes (docs/methods.md section 13).
+causes (docs/methods/causes.md).
 
 With x of n deaths in the group and tail a = (1 - level) / 2, the limits are the a and 1 - a
 quantiles of beta distributions, found by inverting the regularised incomplete beta function:

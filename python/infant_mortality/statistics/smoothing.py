@@ -1,4 +1,4 @@
-"""Empirical Bayes smoothing of commune rates (docs/methods.md section 6).
+"""Empirical Bayes smoothing of commune rates (docs/methods/maps.md, "Smoothed rates").
 
 Rates are in deaths per live birth here; the mart reports them per the indicator's multiplier (1000).
 

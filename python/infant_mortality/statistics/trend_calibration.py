@@ -6,7 +6,7 @@ constant (no trend) or changing by a fixed percent a year, with Poisson variatio
 warehouse's own rule (:func:`infant_mortality.statistics.trends.fit_trends`, every method, the
 build's settings) then classes the simulated series exactly as it classes the real ones. The
 share of series classed is the rule's error rate under no trend and its power under a trend,
-by method, period length and expected deaths (docs/methods.md, "Trend calibration").
+by method, period length and expected deaths (docs/methods/trends.md, "Trend calibration").
 """
 
 from __future__ import annotations

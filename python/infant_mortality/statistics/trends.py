@@ -1,6 +1,6 @@
 """Trend rows: a fitted line of log10(yearly rate) on year, per series and analysis period.
 
-The shell of trend fitting (``docs/methods.md`` sections 4 and 5). It owns every rule that does
+The shell of trend fitting (``docs/methods/trends.md``). It owns every rule that does
 not depend on the regression method; the method is a *fitter* chosen by name from
 ``infant_mortality.statistics.trend_fitters`` (``prais``, the default, and ``corc``: Prais-Winsten /
 Cochrane-Orcutt as Stata ``prais``; ``ols``: plain least squares; ``poisson``: quasi-Poisson
@@ -68,7 +68,7 @@ CLASSED = ("increasing", "decreasing", "stationary")
 # takes its fitter from the settings (var trend_prais_variant: prais, corc or ols).
 MART_METHODS = {"prais_winsten": None, "poisson": "poisson", "joinpoint": "joinpoint"}
 # The method whose test holds its size under no trend in every deaths band, with and without
-# extra-Poisson variation (fct_trend_calibration; docs/methods.md, "Trend calibration"): the
+# extra-Poisson variation (fct_trend_calibration; docs/methods/trends.md, "Trend calibration"): the
 # other methods' increasing/decreasing stand only where it says the same, else not_confirmed.
 CONFIRMING_METHOD = "poisson"
 

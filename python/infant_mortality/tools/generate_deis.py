@@ -1,6 +1,6 @@
 """Generate DEIS-layout death and birth microdata, calibrated to the bundled real counts.
 
-The files have exactly the published layouts (docs/deis-layouts.md), so the staging models can
+The files have exactly the published layouts (docs/using/deis-layouts.md), so the staging models can
 be tested and benchmarked without the real files, which cannot be redistributed here.
 
 SYNTHETIC DATA. Only commune-year totals are calibrated to real data; every field of every
@@ -812,7 +812,7 @@ def parse_years(text: str) -> tuple[int, ...]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="imr-generate-deis",
-        description="Write DEIS-layout death and birth microdata (docs/deis-layouts.md): "
+        description="Write DEIS-layout death and birth microdata (docs/using/deis-layouts.md): "
                     "synthetic_deis_deaths_<from>_<to>.csv (or .zip) and "
                     "nacimientos/synthetic_deis_births_<year>.csv (never the official file names). "
                     + SYNTHETIC_NOTICE + " Región "

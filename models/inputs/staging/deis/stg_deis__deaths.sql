@@ -2,7 +2,7 @@
 
 -- One row per record of the DEIS deaths file(s), nothing dropped, whatever their layout (the
 -- official-figures file or the older per-year layout, mixed in one folder). Ages are classified
--- for the infant indicators (docs/deis-layouts.md); a record that cannot be counted cleanly says
+-- for the infant indicators (docs/using/deis-layouts.md); a record that cannot be counted cleanly says
 -- why in record_problem (the first problem found, in the order of the final coalesce).
 
 with records as (

@@ -1,6 +1,6 @@
 """Count-model trend fitter: quasi-Poisson regression of deaths on year, offset ln(births).
 
-The model for small counts (docs/methods.md, "Valid conclusions"): deaths_t ~ Poisson(births_t
+The model for small counts (docs/methods/trends.md, "Valid trend conclusions for small communes"): deaths_t ~ Poisson(births_t
 exp(a + b t)), log link, every year with births kept (a zero-death year is an observation, not
 a missing log). All series are fitted at once by Newton-Raphson on the centred year (two
 parameters per series, the 2 x 2 systems solved in closed form); tests compare every series
@@ -16,7 +16,7 @@ with statsmodels ``GLM(deaths, [1, year], Poisson, offset=ln births).fit(scale="
   it made 5.7-5.9% of 5-year series significant when the true variance is twice the mean,
   because a chance phi below 1 then hides real over-dispersion. Requiring both tests keeps the
   size below that of each (quasi-Poisson for over-dispersed data, Poisson otherwise;
-  docs/methods.md, "Trend calibration").
+  docs/methods/trends.md, "Trend calibration").
 * Serial correlation: r = lag-1 autocorrelation of the Pearson residuals over consecutive years;
   when r > 0 the variance of b is multiplied by (1 + r) / (1 - r), the AR(1) variance inflation
   of a trend slope (the effective sample size n (1 - r) / (1 + r) of Santer et al. 2000). A

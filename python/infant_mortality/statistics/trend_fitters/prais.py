@@ -1,5 +1,5 @@
 """Prais-Winsten (and Cochrane-Orcutt) trend fitter: ``prais_winsten_trend_batch`` plus the
-rules that only make sense for an AR(1) fit (docs/methods.md section 4).
+rules that only make sense for an AR(1) fit (docs/methods/trends.md, "Prais-Winsten on log10(rate)").
 
 * Degrees of freedom: the residual df of the final transformed regression (n - 2; one less
   when Cochrane-Orcutt is used or |rho| >= 1 dropped the first observation, as in Stata's own
@@ -12,7 +12,7 @@ rules that only make sense for an AR(1) fit (docs/methods.md section 4).
 * ``min_years_floor``: 4 (5 for Cochrane-Orcutt). With 3 years the Prais-Winsten iteration
   always runs to rho = -1 (the OLS residuals of 3 points are proportional to (1, -2, 1)), and
   Cochrane-Orcutt on 4 years keeps 3 rows: neither says anything about a trend.
-* Validity (docs/methods.md, "Valid conclusions"): an estimable fit is a trend only when the
+* Validity (docs/methods/trends.md, "Valid trend conclusions for small communes"): an estimable fit is a trend only when the
   iteration converged and |rho| < ``max_abs_rho`` (var ``trend_max_abs_rho``, 0.95). On 5-10
   points rho near or beyond +-1 makes the transformed regression an interpolation (Isla de
   Pascua 2010-2019: rho = -0.9999998, p = 8e-14), and a fit that stopped at the iteration cap
