@@ -41,7 +41,7 @@ commune_rows as (
                 then 'commune code not in the 346-commune reference: no rate, not in any region'
             when is_poolable
                 then 'no rate for this commune-year; its counts still enter the region and country sums'
-                    || ' (bounded case, methods.md, "Input checks, plausibility and pooling")'
+                    || ' (bounded case: docs/methods/core.md, "Regions and the country")'
             else 'no rate for this commune-year; the region and country rates of this year are unavailable too'
         end as consequence,
         true as affects_results

@@ -36,7 +36,7 @@ death_problems as (
                 then 'counted as an infant death of unknown age: in imr, in no component'
                     || ' (var unknown_age_unit_policy = infant_age_unknown)'
             when record_problem = 'age_unit_unknown'
-                then 'age unit unknown: cannot be placed inside or outside the first year; in no infant indicator (methods.md)'
+                then 'age unit unknown: cannot be placed inside or outside the first year; in no infant indicator (docs/methods/inputs.md)'
             when record_problem = 'infant_age_month_zero'
                 then 'counted as an infant death of unknown age: in imr, in no component'
             when record_problem = 'age_out_of_range'

@@ -161,10 +161,10 @@ FRAGMENTS: list[tuple[str, object]] = [
      r"\(segments in fct_trend_segments\)",
      "{k} punto(s) de inflexión en {at}: el PCA es el PCAP del período (segmentos en fct_trend_segments)"),
     # Audit consequences shown in the report (audit rows that change a published figure)
-    (r"no rate for this commune-year; its counts still enter the region and country sums \(bounded case, "
-     r"methods.md, \"Input checks, plausibility and pooling\"\)",
+    (r"no rate for this commune-year; its counts still enter the region and country sums \(bounded case: "
+     r"docs/methods/core.md, \"Regions and the country\"\)",
      "sin tasa para esta comuna y año; sus conteos siguen entrando en las sumas de la región y del país "
-     "(caso acotado, methods.md, \"Input checks, plausibility and pooling\")"),
+     "(caso acotado: docs/methods/core.md, \"Regions and the country\")"),
     (r"left out of this stratifier's ranking, quintiles and measures in every area, and counted in "
      r"fct_inequality.n_communes_without_value",
      "fuera del orden, los quintiles y las medidas de este estratificador en todas las áreas; contada en "
