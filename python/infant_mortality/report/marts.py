@@ -12,7 +12,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from infant_mortality.report.common import Combo, Indicator
+from infant_mortality.report.combos import Combo
+from infant_mortality.report.context import Indicator
 
 DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
@@ -170,7 +171,7 @@ def _indicators(dim: pd.DataFrame) -> list[Indicator]:
     dim = dim.sort_values("sort_order", na_position="last")
     return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_es"] or r["indicator"],
                       r["ages_es"] or "", r["abbreviation_en"] or r["indicator"].upper(),
-                      r["name_en"] or r["indicator"], r["ages_en"] or "")
+                      r["name_en"] or r["indicator"], r["ages_en"] or "", int(r["multiplier"]))
             for r in dim.to_dict("records")]
 
 
