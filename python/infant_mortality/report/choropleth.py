@@ -1,5 +1,5 @@
 """4. Map: a choropleth of the communes on their polygons (IDE Chile DPA 2023, through
-``infant_mortality.geography.communes.communes_geojson``), drawn on plain longitude/latitude axes (no tiles:
+``infant_mortality.geography.display.communes_geojson``), drawn on plain longitude/latitude axes (no tiles:
 the report works offline).
 
 One option of the dropdown per indicator x period and measure: the crude pooled rate, the

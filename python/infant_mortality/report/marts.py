@@ -159,8 +159,8 @@ def second_method(headline: str) -> str:
 
 
 def _geojson(comparison: pd.DataFrame) -> dict:
-    """The polygons of the compared communes, simplified for display (`infant_mortality.geography.communes`)."""
-    from infant_mortality.geography.communes import communes_geojson
+    """The polygons of the compared communes, simplified for display (`infant_mortality.geography.display`)."""
+    from infant_mortality.geography.display import communes_geojson
 
     names = comparison.drop_duplicates("commune_code").set_index("commune_code")["commune_name"].to_dict()
     return communes_geojson(sorted(names), names)
