@@ -21,7 +21,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,7 +28,6 @@ from conftest import REPO_ROOT, query, run_dbt
 from infant_mortality import report
 from infant_mortality.tools.generate_deis import Options, generate
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
-from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.report.browser import Browser, find_axe, page_url
 from infant_mortality.report.context import _CURRENT, RenderContext
 from infant_mortality.report.formats import fmt, fmt_apc

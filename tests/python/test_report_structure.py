@@ -18,6 +18,7 @@ from infant_mortality.report.context import Indicator, RenderContext, current
 from infant_mortality.report.formats import fmt_apc, unit
 from infant_mortality.report.i18n import MESSAGES, t
 from infant_mortality.report.marts import REQUIRED_MARTS, Settings
+from infant_mortality.report.style import NARROW_PX
 
 REPORT = REPO_ROOT / "python" / "infant_mortality" / "report"
 MAX_FUNCTION_LINES = 100
@@ -51,6 +52,11 @@ def test_the_report_has_no_grab_bag_module_and_no_module_level_setters():
     setters = [f"{p.name}: {m.group(0)}" for p in _modules()
                for m in re.finditer(r"def use_\w+\(", p.read_text(encoding="utf-8"))]
     assert setters == []
+
+
+def test_the_narrow_width_is_one_number_in_python_and_in_report_js():
+    script = (REPORT / "static" / "report.js").read_text(encoding="utf-8")
+    assert re.findall(r"var NARROW_PX = (\d+);", script) == [str(NARROW_PX)]
 
 
 def test_no_literal_1000_multiplier_in_the_reports_python_or_texts():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 LANGUAGES = ("es", "en")
 DEFAULT_LANGUAGE = "es"
@@ -60,9 +60,6 @@ class RenderContext:
 
     def indicator(self, code: str) -> Indicator:
         return self._by_code.get(code) or Indicator.unnamed(code)
-
-    def with_language(self, lang: str) -> "RenderContext":
-        return replace(self, language=lang)
 
     @contextmanager
     def active(self):

@@ -63,7 +63,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # Numbers, indicators, periods
     "missing": ("–", "–"),
     "indicator.long": ("{abbr}, tasa de {name}", "{abbr}, {name} rate"),
-    "per_1000": ("por {unit} nacidos vivos", "per {unit} live births"),
     "per_1000.short": ("por {unit}", "per {unit}"),
     # A rate's unit is its indicator's multiplier (formats.unit: `{unit}` is 1.000 / 1000, 100.000 / 100,000);
     # the units of several indicators are joined by this.
@@ -281,7 +280,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "col.source_file": ("Archivo", "File"),
     "col.source_line": ("Línea", "Line"),
     "col.area": ("Área", "Area"),
-    "col.rate": ("Tasa /{unit} (IC 95 %)", "Rate /{unit} (95% CI)"),
     "col.trend": ("Tendencia", "Trend"),
     "col.apc": ("PCA (APC) % (IC 95 %)", "APC % (95% CI)"),
     "col.quintile": ("Quintil", "Quintile"),

@@ -75,10 +75,6 @@ def encode_spec(text: str) -> str:
     return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
 
 
-def decode_spec(text: str) -> dict:
-    return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
-
-
 class FigureStore:
     """Collects the figures' and tables' data; `figure()` returns a figure's block (its menu, its
     placeholder and its text alternative), `scripts()` the data elements (`<id>-data`)."""

@@ -13,7 +13,6 @@ from infant_mortality.report.labels import trend_label
 from infant_mortality.report.i18n import MESSAGES, localise_number, pick, t
 from infant_mortality.report.tables import esc, table_box
 
-STATUSES = ("holds", "does_not_hold", "not_computable")
 HEADERS = ("study.col.statement", "study.col.study_value", "study.col.warehouse_value", "study.col.period",
            "study.col.verdict")
 
