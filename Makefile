@@ -61,13 +61,13 @@ calibrate: $(STAMP)
 ## BENCHMARKS.md and benchmarks/scale.{json,png}; needs ~25 GB of disk (its duration: BENCHMARKS.md).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-bench.lock
-	$(BIN)/python -m infant_mortality.bench
+	$(BIN)/python benchmarks/bench.py
 
 ## The warehouse against an analyst's pandas and DuckDB scripts (not a test): whole processes in turns,
 ## medians and ratios; writes benchmarks/compare.json and a section of BENCHMARKS.md.
 ## Quick run: make bench-compare ARGS='--repeat 1 --scale 0.25' (or --cases bundled).
 bench-compare: $(STAMP)
-	$(BIN)/python -m infant_mortality.tools.bench_compare $(ARGS)
+	$(BIN)/python benchmarks/bench_compare.py $(ARGS)
 
 ## Remove dbt's artefacts, the development database and leftovers of interrupted builds (never the published release).
 clean:

@@ -9,10 +9,10 @@
                    duckdb_plugin (the Poisson UDFs) and deis_files (imr_deis_inspect: reads and
                    checks the DEIS files), and model_inputs (how the Python models read refs)
     report/        the offline HTML report (`python -m infant_mortality.report`)
-    tools/         commands and exporters: publish, query, gis, generate_deis, bench; install_env
+    tools/         commands and exporters: publish, query, gis, generate_deis; install_env
                    (creates .venv) and progress (status lines of silent steps)
 
-The modules at this level (query, publish, bench, gis, generate_deis, deis_files) are only the
+The modules at this level (query, publish, gis, generate_deis, deis_files) are only the
 stable `python -m infant_mortality.<name>` entry points of the documentation; each calls the
 `main` of its module above.
 """

@@ -1,4 +1,4 @@
-"""The helpers of the side-by-side benchmark (`make bench-compare`, tools/bench_compare.py) and
+"""The helpers of the side-by-side benchmark (`make bench-compare`, benchmarks/bench_compare.py) and
 of its baseline scripts: how runs are measured, alternated and summarised, how the critical
 path of a build is found, and that the baselines' statistics match published values. The
 benchmark itself is not a test (it takes minutes and depends on the machine's load)."""
@@ -12,13 +12,15 @@ import pandas as pd
 import pytest
 
 from conftest import REPO_ROOT
-from infant_mortality.tools.bench import keep_other_sections, marked_section, replace_section
-from infant_mortality.tools.bench_compare import (Contender, Measure, alternate, attribute_cpu, busy_threads,
-                                                  critical_path,
-                                                  measure, medians, ratio_rows)
 
+# The benchmark harness and its baselines are scripts beside their results (benchmarks/), not
+# part of the installed package.
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "baselines"))
-from common import exact_limits, rest_of_region_limits  # noqa: E402  (the baselines are scripts, not a package)
+from bench import keep_other_sections, marked_section, replace_section  # noqa: E402
+from bench_compare import (Contender, Measure, alternate, attribute_cpu, busy_threads, critical_path,  # noqa: E402
+                           measure, medians, ratio_rows)
+from common import exact_limits, rest_of_region_limits  # noqa: E402
 
 
 def _m(wall, cpu=1.0, mb=100.0, load=1.0):

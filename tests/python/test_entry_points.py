@@ -15,7 +15,7 @@ from conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "python" / "infant_mortality"
 # name -> the module whose main() it runs
-SHIMS = {"query": "tools.query", "publish": "tools.publish", "bench": "tools.bench", "gis": "tools.gis",
+SHIMS = {"query": "tools.query", "publish": "tools.publish", "gis": "tools.gis",
          "generate_deis": "tools.generate_deis", "deis_files": "dbt_plugins.deis_files"}
 
 

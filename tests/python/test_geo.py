@@ -3,6 +3,7 @@ GeoJSON (no dbt build)."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import shapely
 
 from infant_mortality.geography import communes as geo
 from infant_mortality.geography import coverage as cov
+from infant_mortality.geography import display
 
 SNAP_M = geo.NEIGHBOUR_SNAP_TOLERANCE_M
 
@@ -30,6 +32,21 @@ def coverage(polygons):
 @pytest.fixture(scope="module")
 def neighbours(polygons):
     return geo.queen_neighbours(polygons.codes, polygons.geometries, SNAP_M)
+
+
+def test_the_geography_modules_build_on_each_other_in_one_direction():
+    """communes <- coverage <- display: a module imports only the ones before it (communes and
+    coverage used to import each other)."""
+    order = ["communes", "coverage", "display"]
+    for i, name in enumerate(order):
+        tree = ast.parse(Path(geo.__file__).with_name(f"{name}.py").read_text(encoding="utf-8"))
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "infant_mortality.geography":
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("infant_mortality.geography."):
+                imported.add(node.module.rsplit(".", 1)[1])
+        assert imported <= set(order[:i]), (name, imported)
 
 
 def _pairs(frame):
@@ -144,7 +161,7 @@ def _holes(geometries) -> list:
 
 
 def test_geojson_for_the_report_is_small_complete_and_without_slivers(polygons, coverage):
-    collection = geo.communes_geojson(polygons=coverage)
+    collection = display.communes_geojson(polygons=coverage)
     text = json.dumps(collection, separators=(",", ":"), ensure_ascii=False)
     assert len(text.encode()) < 900_000  # measured 0.87 MB for all 345 communes
     assert collection["type"] == "FeatureCollection" and collection["missing"] == []
@@ -169,7 +186,7 @@ def test_geojson_for_the_report_is_small_complete_and_without_slivers(polygons, 
     assert len(_holes([shipped[code] for code in metropolitan])) == 114
     assert _holes(list(shown.values())) == []
 
-    subset = geo.communes_geojson(["13101", "12202", "13101"], names={"13101": "Santiago centro"}, polygons=coverage)
+    subset = display.communes_geojson(["13101", "12202", "13101"], names={"13101": "Santiago centro"}, polygons=coverage)
     assert [f["id"] for f in subset["features"]] == ["13101"]
     assert subset["features"][0]["properties"]["name"] == "Santiago centro"
     assert subset["missing"] == ["12202"]

@@ -21,7 +21,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -29,10 +28,11 @@ from conftest import REPO_ROOT, query, run_dbt
 from infant_mortality import report
 from infant_mortality.tools.generate_deis import Options, generate
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
-from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.report.browser import Browser, find_axe, page_url
-from infant_mortality.report.common import fmt, fmt_apc, trend_label, use_trend_ci_level
-from infant_mortality.report.i18n import MESSAGES, t, use_language
+from infant_mortality.report.context import _CURRENT, RenderContext
+from infant_mortality.report.formats import fmt, fmt_apc
+from infant_mortality.report.i18n import MESSAGES, t
+from infant_mortality.report.labels import trend_label
 from infant_mortality.report.ranking import RANKING_CUSTOMDATA
 from infant_mortality.report.tables import COMPARISON_COLUMNS
 
@@ -146,12 +146,18 @@ def page_es(rendered_es) -> str:
     return rendered_es.read_text(encoding="utf-8")
 
 
+def use_language(lang: str) -> None:
+    """Format the tests' expected texts in `lang` (the report draws each page in a render context
+    of its own; the tests' context is this one, reset after each test by `english`)."""
+    _CURRENT.set(RenderContext(language=lang))
+
+
 @pytest.fixture(autouse=True)
 def english():
     """Numbers and texts the tests expect are formatted in English unless a test says otherwise."""
-    use_language("en")
+    token = _CURRENT.set(RenderContext(language="en"))
     yield
-    use_language("en")
+    _CURRENT.reset(token)
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,10 +395,6 @@ def altered(bundled_warehouse, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("IMR_DUCKDB_PATH", str(warehouse))
         code = report.main(["--output", str(out), "--lang", "en"])
-    # The report keeps the interval level of the last build it drew: give back the bundled one,
-    # which the other tests' numbers are formatted with.
-    (level,), = query(bundled_warehouse, "select trend_ci_level from marts.meta_build")
-    use_trend_ci_level(level)
     return SimpleNamespace(warehouse=warehouse, slope=slope, out=out, code=code, text=out.read_text(encoding="utf-8"))
 
 

@@ -73,6 +73,33 @@ parse_rows as (
     where parse_problem <> 'year_outside_window'
 ),
 
+-- The commune-years the build covers: those core's int_commune_year_counts holds, found from this
+-- room's own port (a room reads no later room): every commune of a region counted, every year
+-- from the first to the last counted (the completeness grid, macro commune_year_grid), and the
+-- communes the reference does not know, within the scope.
+counted as (
+    select distinct counts.commune_code, counts.year, communes.commune_code is null as is_unknown_commune
+    from {{ ref('int_input__commune_year_counts') }} as counts
+    left join {{ ref('stg_reference__communes') }} as communes on counts.commune_code = communes.commune_code
+),
+
+covered as (
+    select communes.commune_code, cast(series.year as integer) as year
+    from {{ ref('stg_reference__communes') }} as communes
+    cross join (select min(year) as first_year, max(year) as last_year from counted) as bounds
+    cross join generate_series(bounds.first_year, bounds.last_year) as series (year)
+    where communes.region_code in (
+        select reference.region_code
+        from counted
+        inner join {{ ref('stg_reference__communes') }} as reference on counted.commune_code = reference.commune_code
+    )
+        and {{ in_scope('communes.region_code', 'series.year') }}
+    union all
+    select commune_code, year
+    from counted
+    where is_unknown_commune and {{ in_year_scope('year') }}
+),
+
 -- DEIS deaths aged 1+ whose commune of residence is unknown (99999) cannot be subtracted from
 -- any commune's all-age deaths; reported per year so the size of the problem is visible.
 unknown_commune_deaths as (
@@ -80,8 +107,7 @@ unknown_commune_deaths as (
     from {{ ref('stg_deis_aggregates__deaths_by_age_group') }}
     where commune_code = '99999' and age_group = '1+'
         and {{ in_year_scope('year') }}
-        and year between (select min(year) from {{ ref('int_commune_year_counts') }})
-            and (select max(year) from {{ ref('int_commune_year_counts') }})
+        and year between (select min(year) from covered) and (select max(year) from covered)
     group by year
 ),
 
@@ -120,8 +146,8 @@ not_listed_rows as (
     from {{ ref('int_ine__commune_year_counts') }} as counts
     where is_missing_from_deis and input_problem is null
         and exists (
-            select 1 from {{ ref('int_commune_year_counts') }} as in_scope
-            where in_scope.commune_code = counts.commune_code and in_scope.year = counts.year
+            select 1 from covered
+            where covered.commune_code = counts.commune_code and covered.year = counts.year
         )
 )
 

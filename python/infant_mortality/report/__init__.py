@@ -10,8 +10,13 @@ one HTML file (default ``reports/infant_mortality_report.html``), in Spanish (de
 (``--lang en``; every text is in the catalogue ``i18n``), that needs no server and no
 internet: plotly.js, the style sheet and script (``static/``) and every figure's data are
 inlined; a figure is decoded and drawn when its region is selected. Modules: ``marts`` (reading),
-one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth``, ``inequity``),
-``study`` (the study's results as ``fct_study_findings`` checks them), ``tables``, ``page`` (the HTML), ``browser`` (headless Chromium over the DevTools pipe).
+one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth``, ``inequity``,
+``benchmarks``), ``study`` (the study's results as ``fct_study_findings`` checks them), ``findings``
+(the figures' text alternatives), ``tables``, ``page`` (the HTML), ``browser`` (headless Chromium
+over the DevTools pipe); what they share: ``context`` (the render context: language, indicators,
+interval level), ``i18n`` (the catalogue), ``formats`` (numbers, intervals, a rate's unit),
+``labels`` (names of indicators and classes), ``style`` (colours, layout), ``combos`` (indicator x
+period options and menus), ``mart_text`` (the marts' English texts in Spanish).
 
 ``--screenshots DIR`` also writes PNGs of the top of the page and of each figure of the
 Metropolitan Region at 1400 and 420 px wide, drawn by headless Chromium (``/usr/bin/chromium`` or ``$CHROMIUM``).

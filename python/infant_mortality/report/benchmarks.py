@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from infant_mortality.report.common import base_layout, fmt, fmt_ci, indicator_short, narrow_layout, nums
+from infant_mortality.report.formats import fmt, fmt_ci, nums, unit
+from infant_mortality.report.labels import indicator_short
+from infant_mortality.report.style import base_layout, narrow_layout
 from infant_mortality.report.i18n import t
 
 IGME_COLOUR, COUNTRY_COLOUR = "#0072B2", "#222222"
@@ -42,7 +44,7 @@ def benchmark_figure(rows: pd.DataFrame, indicator: str) -> dict:
                          title=dict(text=t("bench.title", ind=indicator_short(indicator)), x=0, xref="paper",
                                     font=dict(size=15)),
                          xaxis=dict(dtick=2, showline=True, linecolor="#bbb"),
-                         yaxis=dict(rangemode="tozero", title=dict(text=t("per_1000.short"))),
+                         yaxis=dict(rangemode="tozero", title=dict(text=t("per_1000.short", unit=unit(indicator)))),
                          legend=dict(orientation="h", x=0, y=-0.15, yanchor="top"))
     layout["meta"] = dict(narrow=narrow_layout({"margin.l": 45, "height": 420, "legend.y": -0.2}))
     return dict(data=data, layout=layout)
@@ -70,9 +72,9 @@ BENCHMARK_HEADERS = ("col.year", "bench.col.country", "bench.col.igme", "bench.c
                      "bench.col.deaths_difference", "bench.col.deaths_difference_percent", "bench.col.within")
 
 
-def benchmark_finding(rows: pd.DataFrame) -> str:
+def benchmark_finding(rows: pd.DataFrame, indicator: str) -> str:
     diff = rows["rate_difference_per_1000"].dropna()
     outside = rows[rows["is_deaths_within_tolerance"] == False]  # noqa: E712 (null: not compared)
     return t("bench.finding", first=int(rows["year"].min()), last=int(rows["year"].max()),
-             lo=fmt(diff.min(), signed=True), hi=fmt(diff.max(), signed=True), n=len(outside),
+             lo=fmt(diff.min(), signed=True), hi=fmt(diff.max(), signed=True), n=len(outside), unit=unit(indicator),
              years=", ".join(str(int(y)) for y in outside["year"]) or t("finding.none"))

@@ -1,5 +1,5 @@
 """4. Map: a choropleth of the communes on their polygons (IDE Chile DPA 2023, through
-``infant_mortality.geography.communes.communes_geojson``), drawn on plain longitude/latitude axes (no tiles:
+``infant_mortality.geography.display.communes_geojson``), drawn on plain longitude/latitude axes (no tiles:
 the report works offline).
 
 One option of the dropdown per indicator x period and measure: the crude pooled rate, the
@@ -17,32 +17,24 @@ its own fill); the dropdown restyles the fills and outlines of all of them at on
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import plotly.colors as pc
 import plotly.graph_objects as go
 
-from infant_mortality.report.common import (
+from infant_mortality.report.combos import combos_of, menu, with_rate
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, fmt_p, num, nums, unit
+from infant_mortality.report.labels import indicator_order, indicator_short, trend_label
+from infant_mortality.report.style import (
     ASSUMED_WIDTH,
     TREND_COLOURS,
     TREND_PATTERNS,
     base_layout,
-    combos_of,
-    fmt,
-    fmt_apc,
-    fmt_ci,
-    fmt_p,
-    indicator_order,
-    indicator_short,
     legend_below,
-    menu,
     narrow_layout,
-    num,
-    nums,
     place_labels,
-    trend_label,
-    with_rate,
 )
 from infant_mortality.report.i18n import t
 
@@ -127,256 +119,361 @@ def _colours(values, scale: str, lo: float, hi: float) -> list[str]:
     return out
 
 
-def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes: pd.DataFrame, geojson: dict,
-                      trends: pd.DataFrame, region_name: str, region_code: str, method_name: str,
-                      exceedance_cut: float, trend_windows: dict | None = None) -> go.Figure:
-    combos = combos_of(comparison)
+@dataclass
+class MapGeometry:
+    """Where the map's panels look: the seats drawn (the communes with a polygon, near the region),
+    the zoom box of the dense core (or None), each panel's axes, domain and box."""
+
+    seats: pd.DataFrame  # commune_code, commune_name, latitude, longitude of the communes drawn
+    rings_by_code: dict
+    not_shown: list[str]  # the compared communes left off the map
+    zoom: tuple | None
+    ratio: float  # degrees of longitude per degree of latitude on screen
+    panels: list[tuple[str, str]]
+    domains: list[tuple[float, float]]
+    boxes: list[tuple | None]
+    in_core: np.ndarray  # which seats the enlarged panel shows
+
+    @property
+    def codes(self) -> list[str]:
+        return self.seats["commune_code"].tolist()
+
+
+PLOT_W, PLOT_H = ASSUMED_WIDTH - 150, HEIGHT - 200
+
+
+def _fill_box(box, domain, ratio: float, pad: float) -> tuple:
+    """Pad the box, then widen its shorter side so that, at equal distances, it fills its panel."""
+    x0, x1, y0, y1 = box
+    px, py = pad * (x1 - x0) + 0.005, pad * (y1 - y0) + 0.005
+    x0, x1, y0, y1 = x0 - px, x1 + px, y0 - py, y1 + py
+    w_px = (domain[1] - domain[0]) * PLOT_W
+    need_w = (y1 - y0) * ratio * w_px / PLOT_H
+    if need_w > x1 - x0:
+        c = (x0 + x1) / 2
+        return (c - need_w / 2, c + need_w / 2, y0, y1)
+    need_h = (x1 - x0) * PLOT_H / w_px / ratio
+    c = (y0 + y1) / 2
+    return (x0, x1, c - need_h / 2, c + need_h / 2)
+
+
+def map_geometry(comparison: pd.DataFrame, communes: pd.DataFrame, geojson: dict) -> MapGeometry:
+    """The seats of the compared communes on their polygons, and the one or two panels showing them."""
     rings_by_code = {f["properties"]["commune_code"]: _rings(f["geometry"]) for f in geojson["features"]}
     seats = comparison[["commune_code", "commune_name"]].drop_duplicates("commune_code").merge(
         communes[["commune_code", "latitude", "longitude"]], on="commune_code", how="left")
     kept, _, zoom = map_layout_boxes(seats["longitude"], seats["latitude"])
     seats = seats[kept.tolist()]
     seats = seats[seats["commune_code"].isin(rings_by_code)]
-    codes = seats["commune_code"].tolist()
     not_shown = sorted(set(comparison["commune_name"].dropna()) - set(seats["commune_name"]))
-    overview = _bounds(rings_by_code, codes)
+    overview = _bounds(rings_by_code, seats["commune_code"].tolist())
     mean_lat = float(seats["latitude"].mean()) if len(seats) else 0.0
     ratio = 1.0 / max(0.2, math.cos(math.radians(mean_lat)))
     panels = [("x", "y")] + ([("x2", "y2")] if zoom is not None else [])
     domains = [(0.0, 0.47), (0.53, 0.95)] if zoom is not None else [(0.0, 0.9)]
-    plot_w, plot_h = ASSUMED_WIDTH - 150, HEIGHT - 200
-
-    def fill(box, k, pad):
-        """Pad the box, then widen its shorter side so that, at equal distances, it fills its panel."""
-        x0, x1, y0, y1 = box
-        px, py = pad * (x1 - x0) + 0.005, pad * (y1 - y0) + 0.005
-        x0, x1, y0, y1 = x0 - px, x1 + px, y0 - py, y1 + py
-        w_px = (domains[k][1] - domains[k][0]) * plot_w
-        need_w = (y1 - y0) * ratio * w_px / plot_h
-        if need_w > x1 - x0:
-            c = (x0 + x1) / 2
-            return (c - need_w / 2, c + need_w / 2, y0, y1)
-        need_h = (x1 - x0) * plot_h / w_px / ratio
-        c = (y0 + y1) / 2
-        return (x0, x1, c - need_h / 2, c + need_h / 2)
-
-    boxes = [fill(overview, 0, 0.04)] if overview else [None]
+    boxes = [_fill_box(overview, domains[0], ratio, 0.04)] if overview else [None]
     in_core = np.zeros(len(seats), bool)
     if zoom is not None:
         lon, lat = seats["longitude"].to_numpy(float), seats["latitude"].to_numpy(float)
         in_core = (lon >= zoom[0]) & (lon <= zoom[1]) & (lat >= zoom[2]) & (lat <= zoom[3])
         # The enlarged panel frames the seats of the core with a margin (names are not cut).
         core = seats[in_core]
-        boxes.append(fill((core["longitude"].min(), core["longitude"].max(), core["latitude"].min(),
-                           core["latitude"].max()), 1, 0.10))
+        boxes.append(_fill_box((core["longitude"].min(), core["longitude"].max(), core["latitude"].min(),
+                                core["latitude"].max()), domains[1], ratio, 0.10))
+    return MapGeometry(seats, rings_by_code, not_shown, zoom, ratio, panels, domains, boxes, in_core)
 
-    fig = go.Figure()
-    # Polygons: one trace per commune and panel; the dropdown restyles their fill and outline.
+
+def _panel_name(k: int) -> str:
+    return "overview" if k == 0 else "zoom"
+
+
+def add_polygons(fig: go.Figure, geo: MapGeometry) -> list[int]:
+    """One trace per commune and panel (the menu restyles their fill and outline); their indexes."""
     poly_idx = []
-    for k, (xa, ya) in enumerate(panels):
-        for code, name in zip(seats["commune_code"], seats["commune_name"]):
-            xs, ys = _path(rings_by_code[code])
+    for k, (xa, ya) in enumerate(geo.panels):
+        for code in geo.seats["commune_code"]:
+            xs, ys = _path(geo.rings_by_code[code])
             poly_idx.append(len(fig.data))
             fig.add_trace(go.Scatter(x=xs, y=ys, xaxis=xa, yaxis=ya, mode="lines", fill="toself", fillcolor=NO_DATA,
                                      line=dict(color="#777", width=0.6), hoverinfo="skip", showlegend=False,
-                                     meta=dict(figure="map", kind="polygon", commune_code=code,
-                                               panel="overview" if k == 0 else "zoom")))
-    codes = seats["commune_code"].tolist()
+                                     meta=dict(figure="map", kind="polygon", commune_code=code, panel=_panel_name(k))))
+    return poly_idx
 
-    # Names at the seats: outside the core in the overview, inside it in the enlarged panel. The
-    # communes with the most live births first: report.js hides a name that would overlap an earlier one.
+
+def _label_positions(geo: MapGeometry, k: int, df: pd.DataFrame) -> list[str]:
+    x0, x1, y0, y1 = geo.boxes[k]
+    w_dom = (geo.domains[k][1] - geo.domains[k][0]) * PLOT_W
+    scale = min(w_dom / (x1 - x0), PLOT_H / ((y1 - y0) * geo.ratio))
+    xs = ((df["longitude"].to_numpy(float) - x0) * scale).tolist()
+    ys = ((df["latitude"].to_numpy(float) - y0) * scale * geo.ratio).tolist()
+    return place_labels(xs, ys, df["commune_name"].tolist(), [5.0] * len(df),
+                        (0, (x1 - x0) * scale, 0, (y1 - y0) * scale * geo.ratio), font_px=LABEL_FONT_PX)
+
+
+def add_names(fig: go.Figure, geo: MapGeometry, comparison: pd.DataFrame) -> None:
+    """Names at the seats: outside the core in the overview, inside it in the enlarged panel. The
+    communes with the most live births first: report.js hides a name that would overlap an earlier one."""
     births = comparison.groupby("commune_code")["live_births"].max()
-    seats = seats.assign(_births=seats["commune_code"].map(births).fillna(0))
-    def label_positions(k, df):
-        x0, x1, y0, y1 = boxes[k]
-        w_dom = (domains[k][1] - domains[k][0]) * plot_w
-        scale = min(w_dom / (x1 - x0), plot_h / ((y1 - y0) * ratio))
-        xs = ((df["longitude"].to_numpy(float) - x0) * scale).tolist()
-        ys = ((df["latitude"].to_numpy(float) - y0) * scale * ratio).tolist()
-        return place_labels(xs, ys, df["commune_name"].tolist(), [5.0] * len(df),
-                            (0, (x1 - x0) * scale, 0, (y1 - y0) * scale * ratio), font_px=LABEL_FONT_PX)
-
-    for k, (xa, ya) in enumerate(panels):
-        df = (seats[in_core] if k else seats[~in_core]).sort_values("_births", ascending=False)
+    seats = geo.seats.assign(_births=geo.seats["commune_code"].map(births).fillna(0))
+    for k, (xa, ya) in enumerate(geo.panels):
+        df = (seats[geo.in_core] if k else seats[~geo.in_core]).sort_values("_births", ascending=False)
         if df.empty:
             continue
         fig.add_trace(go.Scatter(
             x=nums(df["longitude"]), y=nums(df["latitude"]), xaxis=xa, yaxis=ya, mode="text",
-            text=df["commune_name"].tolist(), textposition=label_positions(k, df),
+            text=df["commune_name"].tolist(), textposition=_label_positions(geo, k, df),
             textfont=dict(size=LABEL_FONT_PX, color="#222"), hoverinfo="skip", showlegend=False,
-            meta=dict(figure="map", kind="labels", panel="overview" if k == 0 else "zoom", collide=True,
+            meta=dict(figure="map", kind="labels", panel=_panel_name(k), collide=True,
                       narrow={"textfont.size": LABEL_FONT_PX_NARROW})))
 
-    trend_by = {(r["indicator"], r["area_code"]): r for r in trends.to_dict("records")} if len(trends) else {}
-    smooth_by = {(r["commune_code"], r["indicator"], int(r["period_start"]), int(r["period_end"])): r
-                 for r in smoothed.to_dict("records")}
-    options = []  # (label, title, fills, outline widths, traces shown)
 
-    for combo in combos:
+@dataclass
+class ComboValues:
+    """The values of one indicator x period at each seat (None where there is none)."""
+
+    rows: pd.DataFrame  # the combo's rows with a rate, by commune_code
+    crude: list
+    eb: list
+    prob: list
+    rt: list
+    significant: list[bool]
+
+    @classmethod
+    def of(cls, combo, comparison: pd.DataFrame, smooth_by: dict, codes: list[str]) -> "ComboValues":
         df = with_rate(combo.select(comparison)).set_index("commune_code")
         sm = [smooth_by.get((c, combo.indicator, combo.period_start, combo.period_end)) or {} for c in codes]
-        crude = [num(df["rate_per_1000"].get(c)) for c in codes]
-        eb = [num(s.get("eb_global_rate_per_1000")) for s in sm]
-        prob = [num(s.get("prob_exceeds_region")) for s in sm]
-        rt = [num(df["rate_ratio"].get(c)) for c in codes]
-        sig = [df["comparison"].get(c) in ("higher", "lower") for c in codes]
-        # Hover: one invisible marker per seat carrying the numbers, per combo.
-        hover = []
-        for c, name, e, p in zip(codes, seats["commune_name"], eb, prob):
-            if c not in df.index:
-                hover.append(t("map.hover.no_rate", name=name, period=combo.period_label))
-                continue
-            r = df.loc[c]
-            tr = trend_by.get((combo.indicator, c))
-            hover.append(t(
-                "map.hover", name=name, combo=combo.label, rate=fmt(r.rate_per_1000),
-                ci=fmt_ci(r.ci95_lower, r.ci95_upper), eb=fmt(e), prob=fmt(p, 3), rt=fmt(r.rate_ratio),
-                rt_ci=fmt_ci(r.rate_ratio_ci95_lower, r.rate_ratio_ci95_upper),
-                comparison=t(f"comparison.short.{r.comparison}") if isinstance(r.comparison, str) else "",
-                p=fmt_p(r.p_value),
-                trend=t("map.hover.trend_none") if tr is None else t("map.hover.trend", cls=trend_label(tr["trend"]),
-                                                                      apc=fmt_apc(tr))))
-        hover_idx = []
-        for k, (xa, ya) in enumerate(panels):
-            hover_idx.append(len(fig.data))
-            fig.add_trace(go.Scatter(
-                x=nums(seats["longitude"]), y=nums(seats["latitude"]), xaxis=xa, yaxis=ya, mode="markers",
-                marker=dict(size=14, opacity=0), hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-                customdata=[[n, cr, e, p, r] for n, cr, e, p, r in zip(seats["commune_name"], crude, eb, prob, rt)],
-                showlegend=False, meta=dict(figure="map", kind="hover", combo=combo.key,
-                                            panel="overview" if k == 0 else "zoom")))
-        rates = [v for v in crude + eb if v is not None]
-        lo_rate, hi_rate = (float(np.quantile(rates, 0.1)), float(np.quantile(rates, 0.9))) if rates else (0.0, 1.0)
-        positive = [abs(math.log2(v)) for v in rt if v is not None and v > 0]
-        span = min(RT_SPAN_MAX, max(math.log2(1.5), max(positive, default=0.0)))
-        log_rt = [None if v is None else (math.log2(v) if v > 0 else -span) for v in rt]
-        sig_p = [p is not None and p > exceedance_cut for p in prob]
-        rt_ticks = [tick for tick in RT_TICKS if abs(math.log2(tick)) <= span + 1e-9]
-        scales = {
-            "crude": (crude, "sequential", lo_rate, hi_rate, sig, dict(title=t("map.bar.rate"))),
-            "smoothed": (eb, "sequential", lo_rate, hi_rate, sig, dict(title=t("map.bar.rate"))),
-            "rate_ratio": (log_rt, "diverging", -span, span, sig,
-                           dict(title="RT", tickvals=[math.log2(tick) for tick in rt_ticks],
-                                ticktext=[fmt(tick, 2).rstrip("0").rstrip(",.") for tick in rt_ticks])),
-            "exceedance": (prob, "diverging", 0.0, 1.0, sig_p, dict(title=t("map.bar.exceedance"))),
-        }
-        for measure in MEASURES:
-            values, scale, lo, hi, outline, bar = scales[measure]
-            if measure in ("smoothed", "exceedance") and all(v is None for v in values):
-                continue  # no smoothed rates for this indicator and period
-            bar_idx = len(fig.data)
-            fig.add_trace(go.Scatter(
-                x=[None], y=[None], mode="markers", hoverinfo="skip", showlegend=False,
-                marker=dict(color=[lo], colorscale=SCALES[scale], cmin=lo, cmax=hi, showscale=True,
-                            colorbar=dict(title=dict(text=bar.pop("title"), font=dict(size=12)), len=0.6,
-                                          thickness=14, x=1.0, xanchor="left", **bar)),
-                meta=dict(figure="map", kind="colourbar", combo=combo.key, measure=measure,
-                          narrow={"marker.colorbar.orientation": "h", "marker.colorbar.x": 0,
-                                  "marker.colorbar.xanchor": "left", "marker.colorbar.y": -0.05,
-                                  "marker.colorbar.yanchor": "top", "marker.colorbar.len": 0.8,
-                                  "marker.colorbar.thickness": 10})))
-            what = (t("map.what.significant") if measure != "exceedance"
-                    else t("map.what.exceedance", cut=fmt(exceedance_cut, 2)))
-            options.append(dict(
-                label=t("map.option", measure=t(f"map.{measure}"), combo=combo.label), combo=combo.key,
-                measure=measure,
-                title=t("map.title", measure=t(f"map.{measure}"), combo=combo.label, region=region_name, what=what),
-                fills=_colours(values, scale, lo, hi), patterns=[""] * len(codes), outline=outline,
-                shown=[bar_idx, *hover_idx], significant=[n for n, s in zip(seats["commune_name"], outline) if s]))
+        return cls(df, [num(df["rate_per_1000"].get(c)) for c in codes],
+                   [num(s.get("eb_global_rate_per_1000")) for s in sm],
+                   [num(s.get("prob_exceeds_region")) for s in sm],
+                   [num(df["rate_ratio"].get(c)) for c in codes],
+                   [df["comparison"].get(c) in ("higher", "lower") for c in codes])
 
-    # Trend class per indicator (its widest window).
-    for ind in indicator_order(comparison["indicator"].unique()):
-        window = (trend_windows or {}).get(ind)
-        if window is None:
-            continue
-        classes = [(trend_by.get((ind, c)) or {}).get("trend") for c in codes]
-        if all(c is None for c in classes):
-            continue
-        legend_idx = []
-        for cls in TREND_COLOURS:
-            if cls in classes:
-                legend_idx.append(len(fig.data))
-                fig.add_trace(go.Scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
-                                         name=t("map.trend.legend", cls=trend_label(cls)),
-                                         fillcolor=TREND_COLOURS[cls],
-                                         fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
-                                         meta=dict(figure="map", kind="trend_legend", indicator=ind)))
-        base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)),
-                    None)
-        hover_idx = [] if base is None else [i for i, tr in enumerate(fig.data)
-                                             if (tr.meta or {}).get("kind") == "hover" and tr.meta["combo"] == base.key]
-        period = f"{window[0]}-{window[1]}"
+
+def _hover_text(combo, name: str, r, e, p, trend: dict | None) -> str:
+    return t(
+        "map.hover", name=name, combo=combo.label, rate=fmt(r.rate_per_1000), unit=unit(combo.indicator),
+        ci=fmt_ci(r.ci95_lower, r.ci95_upper), eb=fmt(e), prob=fmt(p, 3), rt=fmt(r.rate_ratio),
+        rt_ci=fmt_ci(r.rate_ratio_ci95_lower, r.rate_ratio_ci95_upper),
+        comparison=t(f"comparison.short.{r.comparison}") if isinstance(r.comparison, str) else "",
+        p=fmt_p(r.p_value),
+        trend=t("map.hover.trend_none") if trend is None else t("map.hover.trend", cls=trend_label(trend["trend"]),
+                                                                 apc=fmt_apc(trend)))
+
+
+def add_hover(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, trend_by: dict) -> list[int]:
+    """One invisible marker per seat and panel carrying the combo's numbers; the traces' indexes."""
+    hover = []
+    for c, name, e, p in zip(geo.codes, geo.seats["commune_name"], v.eb, v.prob):
+        if c not in v.rows.index:
+            hover.append(t("map.hover.no_rate", name=name, period=combo.period_label))
+        else:
+            hover.append(_hover_text(combo, name, v.rows.loc[c], e, p, trend_by.get((combo.indicator, c))))
+    hover_idx = []
+    for k, (xa, ya) in enumerate(geo.panels):
+        hover_idx.append(len(fig.data))
+        fig.add_trace(go.Scatter(
+            x=nums(geo.seats["longitude"]), y=nums(geo.seats["latitude"]), xaxis=xa, yaxis=ya, mode="markers",
+            marker=dict(size=14, opacity=0), hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
+            customdata=[[n, cr, e, p, r] for n, cr, e, p, r in zip(geo.seats["commune_name"], v.crude, v.eb, v.prob,
+                                                                    v.rt)],
+            showlegend=False, meta=dict(figure="map", kind="hover", combo=combo.key, panel=_panel_name(k))))
+    return hover_idx
+
+
+def measure_scales(combo, v: ComboValues, exceedance_cut: float) -> dict:
+    """Per measure: (values, colour scale, low, high, outlined, colour bar settings)."""
+    rates = [x for x in v.crude + v.eb if x is not None]
+    lo_rate, hi_rate = (float(np.quantile(rates, 0.1)), float(np.quantile(rates, 0.9))) if rates else (0.0, 1.0)
+    positive = [abs(math.log2(x)) for x in v.rt if x is not None and x > 0]
+    span = min(RT_SPAN_MAX, max(math.log2(1.5), max(positive, default=0.0)))
+    log_rt = [None if x is None else (math.log2(x) if x > 0 else -span) for x in v.rt]
+    sig_p = [p is not None and p > exceedance_cut for p in v.prob]
+    rt_ticks = [tick for tick in RT_TICKS if abs(math.log2(tick)) <= span + 1e-9]
+    rate_bar = t("map.bar.rate", unit=unit(combo.indicator))
+    return {
+        "crude": (v.crude, "sequential", lo_rate, hi_rate, v.significant, dict(title=rate_bar)),
+        "smoothed": (v.eb, "sequential", lo_rate, hi_rate, v.significant, dict(title=rate_bar)),
+        "rate_ratio": (log_rt, "diverging", -span, span, v.significant,
+                       dict(title="RT", tickvals=[math.log2(tick) for tick in rt_ticks],
+                            ticktext=[fmt(tick, 2).rstrip("0").rstrip(",.") for tick in rt_ticks])),
+        "exceedance": (v.prob, "diverging", 0.0, 1.0, sig_p, dict(title=t("map.bar.exceedance"))),
+    }
+
+
+COLOURBAR_NARROW = {"marker.colorbar.orientation": "h", "marker.colorbar.x": 0, "marker.colorbar.xanchor": "left",
+                    "marker.colorbar.y": -0.05, "marker.colorbar.yanchor": "top", "marker.colorbar.len": 0.8,
+                    "marker.colorbar.thickness": 10}
+
+
+def add_colourbar(fig: go.Figure, combo, measure: str, scale: str, lo: float, hi: float, bar: dict) -> int:
+    """The colour bar of a measure (an empty trace showing only its scale); its index."""
+    bar = dict(bar)
+    fig.add_trace(go.Scatter(
+        x=[None], y=[None], mode="markers", hoverinfo="skip", showlegend=False,
+        marker=dict(color=[lo], colorscale=SCALES[scale], cmin=lo, cmax=hi, showscale=True,
+                    colorbar=dict(title=dict(text=bar.pop("title"), font=dict(size=12)), len=0.6,
+                                  thickness=14, x=1.0, xanchor="left", **bar)),
+        meta=dict(figure="map", kind="colourbar", combo=combo.key, measure=measure, narrow=dict(COLOURBAR_NARROW))))
+    return len(fig.data) - 1
+
+
+def combo_options(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, hover_idx: list[int], region_name: str,
+                  exceedance_cut: float) -> list[dict]:
+    """The menu options of one indicator x period: one per measure it has values for."""
+    options = []
+    scales = measure_scales(combo, v, exceedance_cut)
+    for measure in MEASURES:
+        values, scale, lo, hi, outline, bar = scales[measure]
+        if measure in ("smoothed", "exceedance") and all(x is None for x in values):
+            continue  # no smoothed rates for this indicator and period
+        bar_idx = add_colourbar(fig, combo, measure, scale, lo, hi, bar)
+        what = (t("map.what.significant") if measure != "exceedance"
+                else t("map.what.exceedance", cut=fmt(exceedance_cut, 2)))
         options.append(dict(
-            label=t("map.trend.option", period=period, ind=indicator_short(ind)), combo=None, measure="trend",
-            title=t("map.trend.title", period=period, method=method_name, ind=indicator_short(ind),
-                    region=region_name),
-            fills=[TREND_COLOURS.get(c, NO_DATA) if c else NO_DATA for c in classes],
-            patterns=[TREND_PATTERNS.get(c, "") if c else "" for c in classes],
-            outline=[False] * len(codes), shown=legend_idx + hover_idx, significant=[]))
+            label=t("map.option", measure=t(f"map.{measure}"), combo=combo.label), combo=combo.key,
+            measure=measure,
+            title=t("map.title", measure=t(f"map.{measure}"), combo=combo.label, region=region_name, what=what),
+            fills=_colours(values, scale, lo, hi), patterns=[""] * len(geo.codes), outline=outline,
+            shown=[bar_idx, *hover_idx],
+            significant=[n for n, sig in zip(geo.seats["commune_name"], outline) if sig]))
+    return options
 
-    n = len(fig.data)
-    n_panels = len(panels)
+
+def trend_option(fig: go.Figure, geo: MapGeometry, ind: str, window, combos, trend_by: dict, region_name: str,
+                 method_name: str) -> dict | None:
+    """The menu option of an indicator's trend class (its widest window), with its legend keys;
+    None when no commune has a class."""
+    classes = [(trend_by.get((ind, c)) or {}).get("trend") for c in geo.codes]
+    if all(c is None for c in classes):
+        return None
+    legend_idx = []
+    for cls in TREND_COLOURS:
+        if cls in classes:
+            legend_idx.append(len(fig.data))
+            fig.add_trace(go.Scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
+                                     name=t("map.trend.legend", cls=trend_label(cls)),
+                                     fillcolor=TREND_COLOURS[cls],
+                                     fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
+                                     meta=dict(figure="map", kind="trend_legend", indicator=ind)))
+    base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)), None)
+    hover_idx = [] if base is None else [i for i, tr in enumerate(fig.data)
+                                         if (tr.meta or {}).get("kind") == "hover" and tr.meta["combo"] == base.key]
+    period = f"{window[0]}-{window[1]}"
+    return dict(
+        label=t("map.trend.option", period=period, ind=indicator_short(ind)), combo=None, measure="trend",
+        title=t("map.trend.title", period=period, method=method_name, ind=indicator_short(ind), region=region_name),
+        fills=[TREND_COLOURS.get(c, NO_DATA) if c else NO_DATA for c in classes],
+        patterns=[TREND_PATTERNS.get(c, "") if c else "" for c in classes],
+        outline=[False] * len(geo.codes), shown=legend_idx + hover_idx, significant=[])
+
+
+def with_restyles(fig: go.Figure, options: list[dict], poly_idx: list[int], n_panels: int) -> list[dict]:
+    """Each option with its plotly restyle: the traces shown and every polygon's fill and outline."""
+    n, n_codes = len(fig.data), len(poly_idx) // max(n_panels, 1)
     labels_idx = [i for i, tr in enumerate(fig.data) if (tr.meta or {}).get("kind") == "labels"]
-    buttons = []
     for opt in options:
         visible = [False] * n
         for i in poly_idx + labels_idx + opt["shown"]:
             visible[i] = True
-        fills = [None] * n
-        patterns = [None] * n
-        widths = [None] * n
-        colours = [None] * n
+        fills, patterns, widths, colours = [None] * n, [None] * n, [None] * n, [None] * n
         for p in range(n_panels):
-            for j in range(len(codes)):
-                i = poly_idx[p * len(codes) + j]
+            for j in range(n_codes):
+                i = poly_idx[p * n_codes + j]
                 fills[i] = opt["fills"][j]
                 patterns[i] = opt["patterns"][j]
                 widths[i] = 2.6 if opt["outline"][j] else 0.6
                 colours[i] = "#000" if opt["outline"][j] else "#777"
         opt["restyle"] = {"visible": visible, "fillcolor": fills, "fillpattern.shape": patterns, "line.width": widths,
                           "line.color": colours}
-        buttons.append(opt)
-    if buttons:  # the default option drawn as built
-        first = buttons[0]["restyle"]
-        for i, tr in enumerate(fig.data):
-            tr.visible = first["visible"][i]
-            if i in poly_idx:
-                tr.fillcolor, tr.line.width, tr.line.color = (first["fillcolor"][i], first["line.width"][i],
-                                                              first["line.color"][i])
-                tr.fillpattern = dict(shape=first["fillpattern.shape"][i], fgcolor="#222", size=7)
+    return options
+
+
+def draw_default(fig: go.Figure, buttons: list[dict], poly_idx: list[int]) -> None:
+    """The default option (the first) drawn as built."""
+    if not buttons:
+        return
+    first = buttons[0]["restyle"]
+    for i, tr in enumerate(fig.data):
+        tr.visible = first["visible"][i]
+        if i in poly_idx:
+            tr.fillcolor, tr.line.width, tr.line.color = (first["fillcolor"][i], first["line.width"][i],
+                                                          first["line.color"][i])
+            tr.fillpattern = dict(shape=first["fillpattern.shape"][i], fgcolor="#222", size=7)
+
+
+AXIS = dict(showgrid=False, zeroline=False, constrain="domain", showticklabels=False, showline=True,
+            linecolor="#bbb", mirror=True, ticks="")
+
+
+def panel_axes(geo: MapGeometry) -> tuple[dict, list, list]:
+    """(the axes of the panels, the frame of the core on the overview, the panels' captions)."""
+    box = geo.boxes[0]
+    axes = dict(xaxis=dict(AXIS, domain=list(geo.domains[0]), range=list(box[:2]) if box else None),
+                yaxis=dict(AXIS, scaleanchor="x", scaleratio=geo.ratio, range=list(box[2:]) if box else None))
+    if geo.zoom is None:
+        return axes, [], []
+    z = geo.boxes[1]
+    axes["xaxis2"] = dict(AXIS, domain=list(geo.domains[1]), range=list(z[:2]), anchor="y2")
+    axes["yaxis2"] = dict(AXIS, scaleanchor="x2", scaleratio=geo.ratio, range=list(z[2:]), anchor="x2")
+    shapes = [dict(type="rect", xref="x", yref="y", x0=z[0], x1=z[1], y0=z[2], y1=z[3],
+                   line=dict(color="#333", width=1, dash="dot"))]
+    annotations = [
+        dict(xref="x", yref="y", x=z[1], y=z[3], xanchor="right", yanchor="bottom", text=t("map.enlarged_right"),
+             showarrow=False, font=dict(size=10, color="#333")),
+        dict(xref="x2 domain", yref="y2 domain", x=0, y=1, xanchor="left", yanchor="bottom",
+             text=t("map.core"), showarrow=False, font=dict(size=12)),
+        dict(xref="x domain", yref="y domain", x=0, y=1, xanchor="left", yanchor="bottom", text=t("map.whole"),
+             showarrow=False, font=dict(size=12)),
+    ]
+    return axes, shapes, annotations
+
+
+def lay_out(fig: go.Figure, geo: MapGeometry, buttons: list[dict], region_name: str) -> None:
+    """The figure's layout, its menu and its narrow-screen changes (stacked panels on a phone)."""
     options_menu = menu([b["label"] for b in buttons], [b["restyle"] for b in buttons],
                         [{"title.text": b["title"]} for b in buttons])
-    axis = dict(showgrid=False, zeroline=False, constrain="domain", showticklabels=False, showline=True,
-                linecolor="#bbb", mirror=True, ticks="")
-    layout = dict(xaxis=dict(axis, domain=list(domains[0]), range=list(boxes[0][:2]) if boxes[0] else None),
-                  yaxis=dict(axis, scaleanchor="x", scaleratio=ratio, range=list(boxes[0][2:]) if boxes[0] else None))
-    annotations, shapes = [], []
-    if zoom is not None:
-        z = boxes[1]
-        layout["xaxis2"] = dict(axis, domain=list(domains[1]), range=list(z[:2]), anchor="y2")
-        layout["yaxis2"] = dict(axis, scaleanchor="x2", scaleratio=ratio, range=list(z[2:]), anchor="x2")
-        shapes.append(dict(type="rect", xref="x", yref="y", x0=z[0], x1=z[1], y0=z[2], y1=z[3],
-                           line=dict(color="#333", width=1, dash="dot")))
-        annotations += [
-            dict(xref="x", yref="y", x=z[1], y=z[3], xanchor="right", yanchor="bottom", text=t("map.enlarged_right"),
-                 showarrow=False, font=dict(size=10, color="#333")),
-            dict(xref="x2 domain", yref="y2 domain", x=0, y=1, xanchor="left", yanchor="bottom",
-                 text=t("map.core"), showarrow=False, font=dict(size=12)),
-            dict(xref="x domain", yref="y domain", x=0, y=1, xanchor="left", yanchor="bottom", text=t("map.whole"),
-                 showarrow=False, font=dict(size=12)),
-        ]
+    axes, shapes, annotations = panel_axes(geo)
     fig.update_layout(**base_layout(
         height=HEIGHT, margin=dict(l=20, r=90, t=90, b=70),
         title=dict(text=buttons[0]["title"] if buttons else region_name, xref="paper", x=0, xanchor="left",
                    y=1 - 12 / HEIGHT, yanchor="top", font=dict(size=15)),
-        plot_bgcolor="#fff", shapes=shapes, annotations=annotations, **layout))
+        plot_bgcolor="#fff", shapes=shapes, annotations=annotations, **axes))
     legend_below(fig, px=20)
     narrow = {"margin.l": 8, "margin.b": 110, "margin.t": 130}
-    if zoom is not None:  # stacked: the whole region above, the enlarged core below
+    if geo.zoom is not None:  # stacked: the whole region above, the enlarged core below
         narrow.update({"height": 1150, "xaxis.domain": [0, 1], "yaxis.domain": [0.55, 1], "xaxis2.domain": [0, 1],
                        "yaxis2.domain": [0, 0.45], "annotations[0].text": t("map.enlarged_below")})
-    fig.layout.meta = dict(not_on_map=not_shown, narrow=narrow_layout(narrow), menu=options_menu,
+    fig.layout.meta = dict(not_on_map=geo.not_shown, narrow=narrow_layout(narrow), menu=options_menu,
                            menu_label=t("menu.map"),
                            options=[dict(label=b["label"], combo=b["combo"], measure=b["measure"],
                                          significant=b["significant"]) for b in buttons])
+
+
+def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes: pd.DataFrame, geojson: dict,
+                      trends: pd.DataFrame, region_name: str, region_code: str, method_name: str,
+                      exceedance_cut: float, trend_windows: dict | None = None) -> go.Figure:
+    """The region's communes on their polygons: one menu option per indicator x period and
+    measure (crude, smoothed, RT, probability of exceeding), then per indicator its trend class."""
+    combos = combos_of(comparison)
+    geo = map_geometry(comparison, communes, geojson)
+    fig = go.Figure()
+    poly_idx = add_polygons(fig, geo)
+    add_names(fig, geo, comparison)
+    trend_by = {(r["indicator"], r["area_code"]): r for r in trends.to_dict("records")} if len(trends) else {}
+    smooth_by = {(r["commune_code"], r["indicator"], int(r["period_start"]), int(r["period_end"])): r
+                 for r in smoothed.to_dict("records")}
+    options = []
+    for combo in combos:
+        values = ComboValues.of(combo, comparison, smooth_by, geo.codes)
+        hover_idx = add_hover(fig, geo, combo, values, trend_by)
+        options += combo_options(fig, geo, combo, values, hover_idx, region_name, exceedance_cut)
+    for ind in indicator_order(comparison["indicator"].unique()):
+        window = (trend_windows or {}).get(ind)
+        option = None if window is None else trend_option(fig, geo, ind, window, combos, trend_by, region_name,
+                                                          method_name)
+        if option is not None:
+            options.append(option)
+    buttons = with_restyles(fig, options, poly_idx, len(geo.panels))
+    draw_default(fig, buttons, poly_idx)
+    lay_out(fig, geo, buttons, region_name)
     return fig

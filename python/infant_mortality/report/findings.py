@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from infant_mortality.report.common import (
-    Combo,
-    fmt,
-    fmt_apc,
-    fmt_ci,
-    indicator_short,
-    trend_has_class,
-    trend_label,
-    with_rate,
-)
+from infant_mortality.report.combos import Combo, with_rate
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, unit
+from infant_mortality.report.labels import indicator_short, trend_has_class, trend_label
 from infant_mortality.report.i18n import t
 
 TOP_N = 3  # communes named as the highest
@@ -30,7 +23,8 @@ def _names(df: pd.DataFrame) -> str:
 def _area_rate(reg: dict | None) -> str:
     if reg is None:
         return t("finding.no_rate")
-    return t("finding.rate", rate=fmt(reg["rate_per_1000"]), ci=fmt_ci(reg["ci95_lower"], reg["ci95_upper"]))
+    return t("finding.rate", rate=fmt(reg["rate_per_1000"]), ci=fmt_ci(reg["ci95_lower"], reg["ci95_upper"]),
+             unit=unit(reg["indicator"]))
 
 
 def ranking_finding(comparison: pd.DataFrame, combo: Combo, region_name: str, reg: dict | None) -> str:

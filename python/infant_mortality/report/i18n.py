@@ -12,25 +12,21 @@ reverse. The messages report.js needs (notices, the scroll hint) are embedded in
 
 from __future__ import annotations
 
-LANGUAGES = ("es", "en")
-DEFAULT_LANGUAGE = "es"
-_current = [DEFAULT_LANGUAGE]
+from infant_mortality.report.context import DEFAULT_LANGUAGE, LANGUAGES, current
 
-
-def use_language(lang: str) -> None:
-    if lang not in LANGUAGES:
-        raise ValueError(f"unknown report language {lang!r}: use one of {', '.join(LANGUAGES)}")
-    _current[0] = lang
+__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "MESSAGES", "js_messages", "language", "localise_number", "percent",
+           "pick", "separators", "t"]
 
 
 def language() -> str:
-    return _current[0]
+    """The language of the render under way (`context.current()`)."""
+    return current().language
 
 
 def t(key: str, **values) -> str:
     """The message `key` in the current language, with `values` filled in."""
     es, en = MESSAGES[key]
-    return (es if _current[0] == "es" else en).format(**values)
+    return (es if language() == "es" else en).format(**values)
 
 
 def percent(level: float) -> str:
@@ -40,25 +36,25 @@ def percent(level: float) -> str:
 
 def pick(es: str | None, en: str | None) -> str | None:
     """Of a mart's Spanish and English columns, the current language's (the other if it is empty)."""
-    first, second = (es, en) if _current[0] == "es" else (en, es)
+    first, second = (es, en) if language() == "es" else (en, es)
     return first if first else second
 
 
 def separators() -> str:
     """plotly's `layout.separators` (decimal mark, then the thousands mark)."""
-    return ",." if _current[0] == "es" else ".,"
+    return ",." if language() == "es" else ".,"
 
 
 def localise_number(text: str) -> str:
     """A number written by Python's format (`1,234.5`) in the current language (`1.234,5`)."""
-    if _current[0] == "en":
+    if language() == "en":
         return text
     return text.replace(",", "\0").replace(".", ",").replace("\0", ".")
 
 
 def js_messages() -> dict[str, str]:
     """The messages report.js shows, in the current language (their {placeholders} are filled there)."""
-    idx = 0 if _current[0] == "es" else 1
+    idx = 0 if language() == "es" else 1
     return {key[3:]: texts[idx] for key, texts in MESSAGES.items() if key.startswith("js.")}
 
 
@@ -67,8 +63,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # Numbers, indicators, periods
     "missing": ("–", "–"),
     "indicator.long": ("{abbr}, tasa de {name}", "{abbr}, {name} rate"),
-    "per_1000": ("por 1.000 nacidos vivos", "per 1000 live births"),
-    "per_1000.short": ("por 1.000", "per 1000"),
+    "per_1000.short": ("por {unit}", "per {unit}"),
+    # A rate's unit is its indicator's multiplier (formats.unit: `{unit}` is 1.000 / 1000, 100.000 / 100,000);
+    # the units of several indicators are joined by this.
+    "unit.or": (" o ", " or "),
     "percent": ("{value} %", "{value}%"),
     "ci": ("IC {level} {lo} a {hi}", "{level} CI {lo} to {hi}"),
     "ci.level": ("95 %", "95%"),
@@ -118,28 +116,28 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "menu.map": ("Medida en el mapa", "Measure on the map"),
     "menu.inequity": ("Indicador y estratificador", "Indicator and stratifier"),
     # Ranking
-    "ranking.title": ("{combo}: tasa acumulada por 1.000 nacidos vivos<br>{region}",
-                      "{combo}: pooled rate per 1000 live births<br>{region}"),
+    "ranking.title": ("{combo}: tasa acumulada por {unit} nacidos vivos<br>{region}",
+                      "{combo}: pooled rate per {unit} live births<br>{region}"),
     "ranking.region_line": ("Región {rate}", "Region {rate}"),
     "ranking.legend.region": ("Tasa acumulada regional (línea discontinua; banda gris: su IC 95 %)",
                               "Regional pooled rate (dashed line; grey band: its 95% CI)"),
     "ranking.legend.unreliable": ("Marcador vacío: menos de {n} defunciones (poco confiable)",
                                   "Open marker: fewer than {n} deaths (unreliable)"),
-    "ranking.xaxis": ("Tasa por 1.000 nacidos vivos (punto e IC exacto de Poisson 95 %)",
-                      "Rate per 1000 live births (point and exact Poisson 95% CI)"),
-    "ranking.xaxis.narrow": ("Tasa por 1.000 nacidos vivos (IC 95 %)", "Rate per 1000 live births (95% CI)"),
+    "ranking.xaxis": ("Tasa por {unit} nacidos vivos (punto e IC exacto de Poisson 95 %)",
+                      "Rate per {unit} live births (point and exact Poisson 95% CI)"),
+    "ranking.xaxis.narrow": ("Tasa por {unit} nacidos vivos (IC 95 %)", "Rate per {unit} live births (95% CI)"),
     "ranking.hover": (
-        "<b>%{{customdata[0]}}</b> (lugar %{{customdata[12]}} de {n})<br>{combo}: %{{x:.2f}} por 1.000 nacidos vivos"
+        "<b>%{{customdata[0]}}</b> (lugar %{{customdata[12]}} de {n})<br>{combo}: %{{x:.2f}} por {unit} nacidos vivos"
         "<br>IC 95 % %{{customdata[1]:.2f}} a %{{customdata[2]:.2f}}<br>defunciones %{{customdata[3]:,}} / nacidos "
         "vivos %{{customdata[4]:,}} (%{{customdata[13]}} años)<br>RT (razón de tasas) %{{customdata[5]:.2f}} "
-        "(IC 95 % %{{customdata[6]:.2f}} a %{{customdata[7]:.2f}})<br>RAP %{{customdata[8]:+.2f}} por 1.000 · "
+        "(IC 95 % %{{customdata[6]:.2f}} a %{{customdata[7]:.2f}})<br>RAP %{{customdata[8]:+.2f}} por {unit} · "
         "RAP% %{{customdata[9]:+.1f}} %<br>frente al resto de la región: %{{customdata[11]}} "
         "(p medio %{{customdata[10]:.3f}})<extra></extra>",
-        "<b>%{{customdata[0]}}</b> (rank %{{customdata[12]}} of {n})<br>{combo}: %{{x:.2f}} per 1000 live births"
+        "<b>%{{customdata[0]}}</b> (rank %{{customdata[12]}} of {n})<br>{combo}: %{{x:.2f}} per {unit} live births"
         "<br>95% CI %{{customdata[1]:.2f}} to %{{customdata[2]:.2f}}<br>deaths %{{customdata[3]:,}} / live births "
         "%{{customdata[4]:,}} (%{{customdata[13]}} years)<br>RT (rate ratio) %{{customdata[5]:.2f}} "
         "(95% CI %{{customdata[6]:.2f}} to %{{customdata[7]:.2f}})<br>RAP (excess rate) %{{customdata[8]:+.2f}} per "
-        "1000 · RAP% %{{customdata[9]:+.1f}}%<br>vs rest of region: %{{customdata[11]}} "
+        "{unit} · RAP% %{{customdata[9]:+.1f}}%<br>vs rest of region: %{{customdata[11]}} "
         "(mid-p %{{customdata[10]:.3f}})<extra></extra>"),
     # Funnel
     "funnel.title.exact": ("{combo}: gráfico de embudo, límites exactos de Poisson{dispersion}<br>frente a la tasa "
@@ -157,12 +155,12 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "funnel.limits_95": ("Límites de control de 95 %", "95% control limits"),
     "funnel.limits_998": ("Límites de control de 99,8 %", "99.8% control limits"),
     "funnel.region": ("Tasa regional", "Regional rate"),
-    "funnel.region.hover": ("Tasa acumulada regional {rate} por 1.000", "Regional pooled rate {rate} per 1000"),
+    "funnel.region.hover": ("Tasa acumulada regional {rate} por {unit}", "Regional pooled rate {rate} per {unit}"),
     "funnel.xaxis": ("Nacidos vivos en el período (escala logarítmica)", "Live births in the period (log scale)"),
-    "funnel.yaxis": ("Tasa acumulada por 1.000 nacidos vivos", "Pooled rate per 1000 live births"),
-    "funnel.hover": ("<b>{name}</b><br>{combo}: {rate} por 1.000 ({ci})<br>defunciones {deaths} / nacidos vivos "
+    "funnel.yaxis": ("Tasa acumulada por {unit} nacidos vivos", "Pooled rate per {unit} live births"),
+    "funnel.hover": ("<b>{name}</b><br>{combo}: {rate} por {unit} ({ci})<br>defunciones {deaths} / nacidos vivos "
                      "{births}<br>RT {rt} · {category}",
-                     "<b>{name}</b><br>{combo}: {rate} per 1000 ({ci})<br>deaths {deaths} / live births {births}"
+                     "<b>{name}</b><br>{combo}: {rate} per {unit} ({ci})<br>deaths {deaths} / live births {births}"
                      "<br>RT {rt} · {category}"),
     # Map
     "map.crude": ("Tasa bruta", "Crude rate"),
@@ -181,13 +179,13 @@ MESSAGES: dict[str, tuple[str, str]] = {
                         "Trend class {period} ({method}), {ind}<br>{region}; hatching: / increasing, "
                         "\\ decreasing, · not estimable"),
     "map.trend.legend": ("Tendencia {cls}", "{cls} trend"),
-    "map.bar.rate": ("por 1.000", "per 1000"),
+    "map.bar.rate": ("por {unit}", "per {unit}"),
     "map.bar.exceedance": ("P(>región)", "P(>region)"),
     "map.hover.no_rate": ("<b>{name}</b><br>sin tasa acumulada en {period}", "<b>{name}</b><br>no pooled rate in {period}"),
-    "map.hover": ("<b>{name}</b> · {combo}<br>bruta {rate} por 1.000 ({ci})<br>suavizada (BE) {eb} · "
+    "map.hover": ("<b>{name}</b> · {combo}<br>bruta {rate} por {unit} ({ci})<br>suavizada (BE) {eb} · "
                   "P(tasa > región) {prob}<br>RT {rt} ({rt_ci})<br>frente al resto de la región: {comparison} "
                   "(p medio {p})<br>{trend}",
-                  "<b>{name}</b> · {combo}<br>crude {rate} per 1000 ({ci})<br>smoothed (EB) {eb} · "
+                  "<b>{name}</b> · {combo}<br>crude {rate} per {unit} ({ci})<br>smoothed (EB) {eb} · "
                   "P(rate > region) {prob}<br>RT {rt} ({rt_ci})<br>vs rest of region: {comparison} (mid-p {p})"
                   "<br>{trend}"),
     "map.hover.trend": ("tendencia: {cls}, {apc}", "trend: {cls}, {apc}"),
@@ -199,10 +197,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     # Trends
     "trends.region_suffix": ("{name} (región)", "{name} (region)"),
     "trends.country_suffix": ("{name} (país)", "{name} (country)"),
-    "trends.hover.rate": ("<b>{name}</b> %{{x}}<br>{ind} %{{y:.2f}} por 1.000<br>IC 95 % %{{customdata[0]:.2f}} a "
+    "trends.hover.rate": ("<b>{name}</b> %{{x}}<br>{ind} %{{y:.2f}} por {unit}<br>IC 95 % %{{customdata[0]:.2f}} a "
                           "%{{customdata[1]:.2f}}<br>defunciones %{{customdata[2]:,}} / nacidos vivos "
                           "%{{customdata[3]:,}}<extra></extra>",
-                          "<b>{name}</b> %{{x}}<br>{ind} %{{y:.2f}} per 1000<br>95% CI %{{customdata[0]:.2f}} to "
+                          "<b>{name}</b> %{{x}}<br>{ind} %{{y:.2f}} per {unit}<br>95% CI %{{customdata[0]:.2f}} to "
                           "%{{customdata[1]:.2f}}<br>deaths %{{customdata[2]:,}} / live births "
                           "%{{customdata[3]:,}}<extra></extra>"),
     "trends.hover.fit": ("<b>{name}</b>: ajuste de {method}, {cls}<br>{apc}<br>p = {p}, rho = {rho}<extra></extra>",
@@ -211,23 +209,23 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "method.poisson": ("regresión de Poisson", "Poisson regression"),
     "method.joinpoint": ("joinpoint (NCI)", "Joinpoint (NCI)"),
     # Inequity
-    "inequity.measure.D": ("D, diferencia de tasas q1 − q5 (por 1.000)", "D, rate difference q1 − q5 (per 1000)"),
+    "inequity.measure.D": ("D, diferencia de tasas q1 − q5 (por {unit})", "D, rate difference q1 − q5 (per {unit})"),
     "inequity.measure.R": ("R, razón de tasas q1 / q5", "R, rate ratio q1 / q5"),
-    "inequity.measure.PAR": ("RAP, tasa del área − tasa de q5 (por 1.000)", "PAR, area rate − q5 rate (per 1000)"),
+    "inequity.measure.PAR": ("RAP, tasa del área − tasa de q5 (por {unit})", "PAR, area rate − q5 rate (per {unit})"),
     "inequity.measure.PAF": ("FAP, % de la tasa del área", "PAF, % of the area's rate"),
     "inequity.measure.avoidable_deaths": ("Defunciones evitables (a la tasa de q5)", "Avoidable deaths (at the q5 rate)"),
-    "inequity.measure.SII": ("SII, índice de desigualdad de la pendiente (por 1.000)",
-                             "SII, slope index of inequality (per 1000)"),
+    "inequity.measure.SII": ("SII, índice de desigualdad de la pendiente (por {unit})",
+                             "SII, slope index of inequality (per {unit})"),
     "inequity.measure.RII": ("RII, índice relativo de desigualdad", "RII, relative index of inequality"),
     "inequity.measure.CIX": ("CIX, índice de concentración", "CIX, concentration index"),
-    "inequity.hover.quintile": ("quintil %{{x}}: %{{y:.2f}} por 1.000<br>%{{customdata[0]}} comunas, "
+    "inequity.hover.quintile": ("quintil %{{x}}: %{{y:.2f}} por {unit}<br>%{{customdata[0]}} comunas, "
                                 "%{{customdata[1]:,}} defunciones / %{{customdata[2]:,}} nacidos vivos<extra></extra>",
-                                "quintile %{{x}}: %{{y:.2f}} per 1000<br>%{{customdata[0]}} communes, "
+                                "quintile %{{x}}: %{{y:.2f}} per {unit}<br>%{{customdata[0]}} communes, "
                                 "%{{customdata[1]:,}} deaths / %{{customdata[2]:,}} births<extra></extra>"),
-    "inequity.hover.commune": ("<b>%{{text}}</b><br>privación %{{x:.1f}}<br>tasa %{{y:.2f}} por 1.000<extra></extra>",
-                               "<b>%{{text}}</b><br>deprivation %{{x:.1f}}<br>rate %{{y:.2f}} per 1000<extra></extra>"),
-    "inequity.hover.gradient": ("gradiente ajustado %{{y:.2f}} por 1.000<extra></extra>",
-                                "fitted gradient %{{y:.2f}} per 1000<extra></extra>"),
+    "inequity.hover.commune": ("<b>%{{text}}</b><br>privación %{{x:.1f}}<br>tasa %{{y:.2f}} por {unit}<extra></extra>",
+                               "<b>%{{text}}</b><br>deprivation %{{x:.1f}}<br>rate %{{y:.2f}} per {unit}<extra></extra>"),
+    "inequity.hover.gradient": ("gradiente ajustado %{{y:.2f}} por {unit}<extra></extra>",
+                                "fitted gradient %{{y:.2f}} per {unit}<extra></extra>"),
     "inequity.hover.rii": ("%{{x}}: RII %{{y:.2f}}<extra></extra>", "%{{x}}: RII %{{y:.2f}}<extra></extra>"),
     "inequity.no_trend": ("sin tendencia", "no trend"),
     "inequity.trend": ("{cls}, {apc}: la brecha {gap}", "{cls}, {apc}: the gap {gap}"),
@@ -255,14 +253,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "col.n_years": ("Años", "Years"),
     "col.deaths": ("Defunciones", "Deaths"),
     "col.live_births": ("Nacidos vivos", "Live births"),
-    "col.rate_per_1000": ("Tasa /1.000", "Rate /1000"),
+    "col.rate_per_1000": ("Tasa /{unit}", "Rate /{unit}"),
     "col.ci95_lower": ("IC inf.", "CI low"),
     "col.ci95_upper": ("IC sup.", "CI high"),
     "col.region_rate_per_1000": ("Tasa regional", "Region rate"),
     "col.rate_ratio": ("RT", "RT"),
     "col.rate_ratio_ci95_lower": ("RT IC inf.", "RT CI low"),
     "col.rate_ratio_ci95_upper": ("RT IC sup.", "RT CI high"),
-    "col.excess_rate_per_1000": ("RAP /1.000", "RAP /1000"),
+    "col.excess_rate_per_1000": ("RAP /{unit}", "RAP /{unit}"),
     "col.attributable_percent": ("RAP%", "RAP%"),
     "col.excess_deaths": ("Defunciones en exceso", "Excess deaths"),
     "col.rest_rate_ratio": ("RT frente al resto", "RR vs rest"),
@@ -282,7 +280,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "col.source_file": ("Archivo", "File"),
     "col.source_line": ("Línea", "Line"),
     "col.area": ("Área", "Area"),
-    "col.rate": ("Tasa /1.000 (IC 95 %)", "Rate /1000 (95% CI)"),
     "col.trend": ("Tendencia", "Trend"),
     "col.apc": ("PCA (APC) % (IC 95 %)", "APC % (95% CI)"),
     "col.quintile": ("Quintil", "Quintile"),
@@ -330,9 +327,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "region.inequity": ("5. Desigualdad", "5. Inequity"),
     "headline.region": ("región", "region"),
     "headline.country": ("país", "country"),
-    "headline.rate": ("{label} <b>{rate}</b> por 1.000 nacidos vivos ({ci}; {deaths} defunciones, {births} nacidos "
+    "headline.rate": ("{label} <b>{rate}</b> por {unit} nacidos vivos ({ci}; {deaths} defunciones, {births} nacidos "
                       "vivos)",
-                      "{label} <b>{rate}</b> per 1000 live births ({ci}; {deaths} deaths, {births} live births)"),
+                      "{label} <b>{rate}</b> per {unit} live births ({ci}; {deaths} deaths, {births} live births)"),
     "headline.no_rate": ("{label}: sin tasa acumulada (un año sin tasa; ver Calidad de los datos)",
                          "{label}: no pooled rate (a year without a rate; see Data quality)"),
     "headline.trend": ("tendencia {period}: <b>{cls}</b>, {apc} por año", "trend {period}: <b>{cls}</b>, {apc} per year"),
@@ -350,14 +347,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
                                 "region."),
     "ranking.heading": ("1. Ranking de comunas (tasas acumuladas)", "1. Ranking of communes (pooled rates)"),
     "ranking.caption": (
-        "La tasa acumulada de cada comuna en el período (defunciones / nacidos vivos × 1.000) con su intervalo exacto "
+        "La tasa acumulada de cada comuna en el período (defunciones / nacidos vivos × {unit}) con su intervalo exacto "
         "de Poisson del 95 %, de la más alta (arriba) a la más baja; la línea vertical discontinua es la tasa "
         "acumulada de la región y la banda gris su IC 95 % (<code>marts.fct_area_period_rates</code>). ▲ (naranja): "
         "significativamente mayor, ▼ (azul): significativamente menor que el resto de la región (p medio &lt; "
         "{alpha}); ● (gris): sin diferencia significativa. Marcadores vacíos: menos de {n} defunciones (poco "
         "confiable). Pase el cursor para ver RT, RAP y RAP%. Por defecto: {default}.{menu} Fuente: "
         "<code>marts.fct_commune_vs_region</code>; conteos: {basis}.",
-        "Each commune's pooled rate over the period (deaths / live births × 1000) with its exact Poisson 95% "
+        "Each commune's pooled rate over the period (deaths / live births × {unit}) with its exact Poisson 95% "
         "confidence interval, sorted from highest (top) to lowest; the dashed vertical line is the region's pooled "
         "rate, the grey band its 95% CI (<code>marts.fct_area_period_rates</code>). ▲ (orange): significantly higher, "
         "▼ (blue): significantly lower than the rest of the region (mid-p &lt; {alpha}); ● (grey): no significant "
@@ -365,14 +362,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{default}.{menu} Source: <code>marts.fct_commune_vs_region</code>; counts: {basis}."),
     "trends.heading": ("2. Tendencias por comuna ({method})", "2. Trends by commune ({method})"),
     "trends.caption": (
-        "{ind}: tasas anuales por 1.000 nacidos vivos (puntos) con su IC exacto de Poisson del 95 % (bigotes), "
+        "{ind}: tasas anuales por {unit} nacidos vivos (puntos) con su IC exacto de Poisson del 95 % (bigotes), "
         "{area}; la línea es la tendencia {window} de {method} de <code>marts.fct_trends</code>, log10(tasa) = "
         "intercept_log10 + slope_log10 × año (continua naranja: creciente; discontinua azul: decreciente; punteada "
         "gris: estacionaria), con su clase y su PCA (porcentaje de cambio anual, APC) escritos en cada título. Los "
         "años con tasa cero quedan fuera del ajuste logarítmico; los años sin tasa no se dibujan. Cada panel tiene su "
         "propia escala vertical. Fuente: <code>marts.fct_area_year_rates</code> y <code>marts.fct_trends</code>; "
         "conteos: {basis}.",
-        "{ind}: yearly rates per 1000 live births (points) with exact Poisson 95% CIs (whiskers), {area}; the line is "
+        "{ind}: yearly rates per {unit} live births (points) with exact Poisson 95% CIs (whiskers), {area}; the line is "
         "the {method} trend {window} of <code>marts.fct_trends</code>, log10(rate) = intercept_log10 + slope_log10 × "
         "year (solid orange: increasing; dashed blue: decreasing; dotted grey: stationary), with its class and APC "
         "(annual percent change) written in each title. Years with a zero rate are left out of the log-scale fit; "
@@ -485,22 +482,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
                "All data and plotly.js are embedded in this file; it needs no internet connection. Methods: "
                "<code>docs/methods/README.md</code>."),
     # Definitions
-    "glossary.indicator": ("defunciones a la edad de {ages} en el año, por 1.000 nacidos vivos del año (comuna de "
+    "glossary.indicator": ("defunciones a la edad de {ages} en el año, por {unit} nacidos vivos del año (comuna de "
                            "residencia de la madre)",
-                           "deaths at ages {ages} in the year, per 1000 live births of the year (mother's commune of "
+                           "deaths at ages {ages} in the year, per {unit} live births of the year (mother's commune of "
                            "residence)"),
     "glossary.absent": ("; no está en este almacén de datos", "; not in this warehouse"),
     "glossary.pooled": ("Tasa acumulada", "Pooled rate"),
-    "glossary.pooled.text": ("suma de defunciones / suma de nacidos vivos en los años del período, por 1.000 (nunca "
+    "glossary.pooled.text": ("suma de defunciones / suma de nacidos vivos en los años del período, por {unit} (nunca "
                              "un promedio de tasas anuales); IC 95 %: límites exactos de Poisson (Garwood).",
-                             "sum of deaths / sum of live births over the period's years, times 1000 (never an "
+                             "sum of deaths / sum of live births over the period's years, times {unit} (never an "
                              "average of yearly rates); 95% CI: exact Poisson (Garwood) limits."),
     "glossary.rt": ("RT, razón de tasas", "RT, rate ratio (razón de tasas)"),
     "glossary.rt.text": ("tasa de la comuna / tasa de la región (la región incluye la comuna).",
                          "commune rate / region rate (the region includes the commune)."),
     "glossary.rap": ("RAP, riesgo atribuible poblacional", "RAP, excess rate (riesgo atribuible poblacional)"),
-    "glossary.rap.text": ("tasa de la comuna − tasa de la región, por 1.000 nacidos vivos.",
-                          "commune rate − region rate, per 1000 live births."),
+    "glossary.rap.text": ("tasa de la comuna − tasa de la región, por {unit} nacidos vivos.",
+                          "commune rate − region rate, per {unit} live births."),
     "glossary.rap_pct": ("RAP%, riesgo atribuible porcentual", "RAP%, attributable percent"),
     "glossary.rap_pct.text": ("100 (tasa de la comuna − tasa de la región) / tasa de la comuna = 100 (RT − 1) / RT.",
                               "100 (commune rate − region rate) / commune rate = 100 (RT − 1) / RT."),
@@ -523,7 +520,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "finding.label": ("En síntesis:", "In short:"),
     "finding.none": ("ninguna", "none"),
     "finding.no_rate": ("sin tasa acumulada", "no pooled rate"),
-    "finding.rate": ("{rate} por 1.000 nacidos vivos ({ci})", "{rate} per 1000 live births ({ci})"),
+    "finding.rate": ("{rate} por {unit} nacidos vivos ({ci})", "{rate} per {unit} live births ({ci})"),
     "finding.ranking": ("{combo}, {region}: tasa regional {rate}. Tasas más altas: {top}. {n_hi} de {n} comunas "
                         "significativamente mayores y {n_lo} menores que el resto de la región.",
                         "{combo}, {region}: regional rate {rate}. Highest rates: {top}. {n_hi} of {n} communes "
@@ -563,17 +560,17 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "bench.trace.country": ("{ind} del país (IC 95 %)", "Country {ind} (95% CI)"),
     "bench.trace.igme": ("UN IGME, ronda 2020", "UN IGME, 2020 round"),
     "bench.trace.band": ("UN IGME, ronda 2015: banda de 90 %", "UN IGME, 2015 round: 90% band"),
-    "bench.col.country": ("País /1.000 (IC 95 %)", "Country /1000 (95% CI)"),
-    "bench.col.igme": ("UN IGME /1.000", "UN IGME /1000"),
+    "bench.col.country": ("País /{unit} (IC 95 %)", "Country /{unit} (95% CI)"),
+    "bench.col.igme": ("UN IGME /{unit}", "UN IGME /{unit}"),
     "bench.col.band": ("UN IGME 2015, banda 90 %", "UN IGME 2015, 90% band"),
-    "bench.col.rate_difference": ("Diferencia /1.000", "Difference /1000"),
+    "bench.col.rate_difference": ("Diferencia /{unit}", "Difference /{unit}"),
     "bench.col.deaths_difference": ("Diferencia de defunciones", "Deaths difference"),
     "bench.col.deaths_difference_percent": ("Diferencia de defunciones %", "Deaths difference %"),
     "bench.col.within": ("Dentro de la tolerancia", "Within tolerance"),
     "bench.data": ("Tabla: el país y UN IGME por año", "Table: the country and UN IGME by year"),
-    "bench.finding": ("{first}-{last}: la tasa del país difiere de la de UN IGME entre {lo} y {hi} por 1.000; años "
+    "bench.finding": ("{first}-{last}: la tasa del país difiere de la de UN IGME entre {lo} y {hi} por {unit}; años "
                       "con defunciones fuera de la tolerancia ({n}): {years}.",
-                      "{first}-{last}: the country's rate differs from UN IGME's by {lo} to {hi} per 1000; years "
+                      "{first}-{last}: the country's rate differs from UN IGME's by {lo} to {hi} per {unit}; years "
                       "with deaths outside the tolerance ({n}): {years}."),
     "bench.unavailable": ("Sin comparación con UN IGME en este almacén de datos ({reasons}).",
                           "No comparison with UN IGME in this warehouse ({reasons})."),
@@ -583,7 +580,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "study.caption": ("Cada resultado del resumen de González, Alfaro y Horna-Campos (Rev Chil Pediatr "
                       "2020;91(1):34-44; las 52 comunas de la Región Metropolitana, {start}-{end}) junto al valor que "
                       "calcula este almacén de datos para la misma medida (<code>marts.fct_study_findings</code>): "
-                      "tasas por 1.000 nacidos vivos y razón de tasas (RT) respecto de la región con su IC exacto del "
+                      "tasas por {unit} nacidos vivos y razón de tasas (RT) respecto de la región con su IC exacto del "
                       "95 %, y tendencias por Prais-Winsten con la regla del estudio (p &lt; {p}). Sin el período del "
                       "estudio en los datos se usa el período más largo calculado dentro de él, y se nombran los años "
                       "que faltan y por qué: nada se extrapola. El veredicto es sobre los datos de este almacén (ver "
@@ -591,7 +588,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
                       "Each result of the abstract of González, Alfaro & Horna-Campos (Rev Chil Pediatr "
                       "2020;91(1):34-44; the 52 communes of the Metropolitan Region, {start}-{end}) beside the value "
                       "this warehouse computes for the same measure (<code>marts.fct_study_findings</code>): rates per "
-                      "1000 live births and rate ratios (RT) to the region with their exact 95% CI, and trends by "
+                      "{unit} live births and rate ratios (RT) to the region with their exact 95% CI, and trends by "
                       "Prais-Winsten with the study's rule (p &lt; {p}). Without the study's period in the data, the "
                       "longest period computed inside it is used, and the years missing are named with why: nothing "
                       "is extrapolated. The verdict is about this warehouse's data (see \"Counts\" in the header)."),
@@ -608,10 +605,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "study.col.period": ("Período calculado", "Period computed"),
     "study.col.verdict": ("¿Se cumple?", "Does it hold?"),
     "study.no_value": ("sin cifra", "no figure"),
-    "study.rate": ("{rate} por 1.000", "{rate} per 1000"),
+    "study.rate": ("{rate} por {unit}", "{rate} per {unit}"),
     "study.rt": ("RT {value}", "RT {value}"),
-    "study.value.rate": ("{commune}: {rate} por 1.000 ({ci}), puesto {rank} de {n}",
-                         "{commune}: {rate} per 1000 ({ci}), rank {rank} of {n}"),
+    "study.value.rate": ("{commune}: {rate} por {unit} ({ci}), puesto {rank} de {n}",
+                         "{commune}: {rate} per {unit} ({ci}), rank {rank} of {n}"),
     "study.value.highest_rate": ("la más alta es {name}", "the highest is {name}"),
     "study.value.lowest_rate": ("la más baja es {name}", "the lowest is {name}"),
     "study.value.rate_ratio": ("RT {value} ({ci})", "RT {value} ({ci})"),

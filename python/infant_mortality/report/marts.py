@@ -12,7 +12,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from infant_mortality.report.common import Combo, Indicator
+from infant_mortality.report.combos import Combo
+from infant_mortality.report.context import Indicator
 
 DEFAULT_WAREHOUSE = Path("warehouse/infant_mortality.duckdb")
 REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_area_period_rates",
@@ -158,8 +159,8 @@ def second_method(headline: str) -> str:
 
 
 def _geojson(comparison: pd.DataFrame) -> dict:
-    """The polygons of the compared communes, simplified for display (`infant_mortality.geography.communes`)."""
-    from infant_mortality.geography.communes import communes_geojson
+    """The polygons of the compared communes, simplified for display (`infant_mortality.geography.display`)."""
+    from infant_mortality.geography.display import communes_geojson
 
     names = comparison.drop_duplicates("commune_code").set_index("commune_code")["commune_name"].to_dict()
     return communes_geojson(sorted(names), names)
@@ -170,7 +171,7 @@ def _indicators(dim: pd.DataFrame) -> list[Indicator]:
     dim = dim.sort_values("sort_order", na_position="last")
     return [Indicator(r["indicator"], r["abbreviation_es"] or r["indicator"].upper(), r["name_es"] or r["indicator"],
                       r["ages_es"] or "", r["abbreviation_en"] or r["indicator"].upper(),
-                      r["name_en"] or r["indicator"], r["ages_en"] or "")
+                      r["name_en"] or r["indicator"], r["ages_en"] or "", int(r["multiplier"]))
             for r in dim.to_dict("records")]
 
 

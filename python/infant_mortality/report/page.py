@@ -25,21 +25,17 @@ from infant_mortality.report.benchmarks import (
     benchmark_table_rows,
 )
 from infant_mortality.report.choropleth import choropleth_figure
-from infant_mortality.report.common import (
-    combos_of,
-    fmt,
-    fmt_apc,
-    fmt_ci,
+from infant_mortality.report.combos import combos_of
+from infant_mortality.report.context import RenderContext
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, num, unit
+from infant_mortality.report.labels import (
+    indicator_ages,
     indicator_long,
     indicator_order,
     indicator_short,
-    indicators,
     method_label,
-    num,
     trend_has_class,
     trend_label,
-    use_indicators,
-    use_trend_ci_level,
 )
 from infant_mortality.report.findings import (
     funnel_finding,
@@ -49,7 +45,7 @@ from infant_mortality.report.findings import (
     trends_finding,
 )
 from infant_mortality.report.funnel import funnel_figure
-from infant_mortality.report.i18n import DEFAULT_LANGUAGE, MESSAGES, js_messages, language, pick, t, use_language
+from infant_mortality.report.i18n import DEFAULT_LANGUAGE, js_messages, pick, t
 from infant_mortality.report.inequity import gap_label, inequity_figure, measures_table
 from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
 from infant_mortality.report.mart_text import localised, reason
@@ -77,10 +73,6 @@ def figure_json(fig) -> str:
 def encode_spec(text: str) -> str:
     """A figure's JSON, gzip-compressed and base64-encoded (decoded by report.js)."""
     return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
-
-
-def decode_spec(text: str) -> dict:
-    return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
 
 
 class FigureStore:
@@ -136,16 +128,17 @@ def method_name(s: Settings) -> str:
     return method_label(s.trend_method, s.trend_method_label)
 
 
-def glossary_html(present: list[str], s: Settings) -> str:
+def glossary_html(present: list[str], s: Settings, ctx: RenderContext) -> str:
     rows = [
-        (indicator_long(code), t("glossary.indicator", ages=ind.ages)
-         + ("" if code in present else t("glossary.absent")))
-        for code, ind in indicators().items()
+        (indicator_long(ind.code), t("glossary.indicator", ages=indicator_ages(ind), unit=unit(ind.code))
+         + ("" if ind.code in present else t("glossary.absent")))
+        for ind in ctx.indicators
     ]
+    every = [ind.code for ind in ctx.indicators]
     rows += [
-        (t("glossary.pooled"), t("glossary.pooled.text")),
+        (t("glossary.pooled"), t("glossary.pooled.text", unit=unit(present or every))),
         (t("glossary.rt"), t("glossary.rt.text")),
-        (t("glossary.rap"), t("glossary.rap.text")),
+        (t("glossary.rap"), t("glossary.rap.text", unit=unit(present or every))),
         (t("glossary.rap_pct"), t("glossary.rap_pct.text")),
         (t("glossary.significant"), t("glossary.significant.text", alpha=fmt(s.comparison_alpha, 2))),
         (t("glossary.unreliable"), t("glossary.unreliable.text", n=s.unreliable_below_deaths)),
@@ -168,6 +161,7 @@ def _rate_text(label: str, reg: dict | None) -> str:
     if reg is None:
         return t("headline.no_rate", label=label)
     return t("headline.rate", label=label, rate=fmt(reg["rate_per_1000"]), ci=fmt_ci(reg["ci95_lower"], reg["ci95_upper"]),
+             unit=unit(reg["indicator"]),
              deaths=fmt(reg["deaths"], 0, thousands=True), births=fmt(reg["live_births"], 0, thousands=True))
 
 
@@ -237,8 +231,14 @@ def _series(rates: pd.DataFrame, tm: TrendMarts, level: str, areas, ind: str):
     return out
 
 
-def region_figures(marts: Marts, region_code: str) -> RegionFigures:
-    """All figures of one region (also used for the screenshots)."""
+def region_figures(marts: Marts, region_code: str, ctx: RenderContext | None = None) -> RegionFigures:
+    """All figures of one region (also used for the screenshots), in the render context `ctx`
+    (by default the one of `marts` in the default language)."""
+    with (ctx or RenderContext.of(marts)).active():
+        return _region_figures(marts, region_code)
+
+
+def _region_figures(marts: Marts, region_code: str) -> RegionFigures:
     comp = marts.comparison[marts.comparison.region_code == region_code]
     region_name = str(comp.region_name.dropna().iloc[0])
     area_periods = marts.area_rates[(marts.area_rates.area_level == "region")
@@ -266,7 +266,7 @@ def region_figures(marts: Marts, region_code: str) -> RegionFigures:
 
 
 def _trend_caption(ind: str, window, area: str, count_basis: str, method: str) -> str:
-    text = t("trends.caption", ind=esc(indicator_long(ind)), area=esc(area), method=esc(method),
+    text = t("trends.caption", ind=esc(indicator_long(ind)), area=esc(area), method=esc(method), unit=unit(ind),
              window="" if window is None else f"{window[0]}-{window[1]}", basis=esc(count_basis))
     return f'<p class="caption">{text}</p>'
 
@@ -327,7 +327,7 @@ def inequity_html(marts: Marts, store: FigureStore, level: str, code: str, name:
             for x, y, cd in zip(quint["x"], quint["y"], quint["customdata"])]
     table = store.data_table(f"data-fig-inequity-{code}",
                              t("data.inequity", ind=indicator_short(ind), strat=labels.get(strat, strat)),
-                             [t("col.quintile"), t("col.rate_per_1000"), t("col.n_communes"), t("col.deaths"),
+                             [t("col.quintile"), t("col.rate_per_1000", unit=unit(ind)), t("col.n_communes"), t("col.deaths"),
                               t("col.live_births")], rows)
     return "\n".join([
         f"<h3>{heading}</h3>",
@@ -338,7 +338,7 @@ def inequity_html(marts: Marts, store: FigureStore, level: str, code: str, name:
     ])
 
 
-def country_html(marts: Marts, store: FigureStore, count_basis: str) -> str:
+def country_html(marts: Marts, store: FigureStore, count_basis: str, ctx: RenderContext) -> str:
     """The country's headline and the trends of the country and every region (only when the
     warehouse has country rows, i.e. several regions)."""
     country = marts.rates[marts.rates.area_level == "country"][["area_code", "area_name"]].drop_duplicates()
@@ -381,8 +381,8 @@ def benchmarks_html(marts: Marts, store: FigureStore, code: str) -> str:
         reasons = ", ".join(sorted(reason(code) for code in rows["unavailable_reason"].dropna().unique())) or t("finding.none")
         return head + f'<p class="note">{esc(t("bench.unavailable", reasons=reasons))}</p>'
     return (head + f'<p class="caption">{t("bench.caption", ind=esc(indicator_short(ind)))}</p>'
-            + store.figure(f"fig-benchmarks-{code}", benchmark_figure(compared, ind), benchmark_finding(compared))
-            + store.data_table(f"data-fig-benchmarks-{code}", t("bench.data"), [t(h) for h in BENCHMARK_HEADERS],
+            + store.figure(f"fig-benchmarks-{code}", benchmark_figure(compared, ind), benchmark_finding(compared, ind))
+            + store.data_table(f"data-fig-benchmarks-{code}", t("bench.data"), [t(h, unit=unit(ind)) for h in BENCHMARK_HEADERS],
                                benchmark_table_rows(compared), opened=True))
 
 
@@ -398,8 +398,9 @@ def screening_html(screening: pd.DataFrame, combo, code: str, method: str) -> st
             f'<ul class="screening">{items}</ul>')
 
 
-def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_basis: str, shown: bool) -> str:
-    figs = region_figures(marts, code)
+def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_basis: str, shown: bool,
+                ctx: RenderContext) -> str:
+    figs = region_figures(marts, code, ctx)
     comp = marts.comparison[marts.comparison.region_code == code]
     windows = trend_windows(marts.trends)
     trends_w = trends_in_window(marts.trends, windows)
@@ -423,6 +424,7 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
 
     parts.append(f"<h3>{t('ranking.heading')}</h3>")
     caption = t("ranking.caption", alpha=fmt(s.comparison_alpha, 2), n=s.unreliable_below_deaths,
+                unit=unit(c.indicator for c in combos),
                 default=esc(default.label), menu=menu_note, basis=esc(count_basis))
     parts.append(f'<p class="caption">{caption}</p>')
     parts.append(store.figure(f"fig-ranking-{code}", figs.ranking,
@@ -473,9 +475,13 @@ def _count_basis(marts: Marts) -> str:
 
 
 def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
-    use_language(lang)
-    use_indicators(marts.indicators)
-    use_trend_ci_level(marts.settings.trend_ci_level)
+    """The page of `marts` in the language `lang`, drawn in one render context."""
+    ctx = RenderContext.of(marts, lang)
+    with ctx.active():
+        return _page_html(marts, ctx)
+
+
+def _page_html(marts: Marts, ctx: RenderContext) -> str:
     comparison = marts.comparison
     # Region names as the region's own rows carry them (one per region).
     names = (marts.rates[marts.rates.area_level == "region"].drop_duplicates("area_code")
@@ -486,8 +492,8 @@ def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
     present = indicator_order(comparison["indicator"].unique())
     store = FigureStore()
     count_basis = _count_basis(marts)
-    country = country_html(marts, store, count_basis)
-    blocks = [region_html(marts, store, code, name, count_basis, code == first) for code, name in regions]
+    country = country_html(marts, store, count_basis, ctx)
+    blocks = [region_html(marts, store, code, name, count_basis, code == first, ctx) for code, name in regions]
 
     selector = ""
     if len(regions) > 1:
@@ -507,10 +513,10 @@ def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
     built = (t("header.built", when=esc(marts.settings.built_at))
              + (t("header.commit", commit=esc(marts.settings.git_commit)) if marts.settings.git_commit else "") + ".")
     basis_cls = ' class="generated-data"' if "generat" in (marts.settings.count_basis or "").lower() else ""
-    messages = dict(js_messages(), locale=language())
+    messages = dict(js_messages(), locale=ctx.language)
     messages_json = json.dumps(messages, ensure_ascii=False).replace("</", "<\\/")
     return f"""<!DOCTYPE html>
-<html lang="{language()}">
+<html lang="{ctx.language}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -533,7 +539,7 @@ def build_html(marts: Marts, lang: str = DEFAULT_LANGUAGE) -> str:
 {"".join(blocks)}
 {study_html(marts.study_findings, marts.settings.trend_p_threshold)}
 <h2>{esc(t("definitions.heading"))}</h2>
-{glossary_html(present, marts.settings)}
+{glossary_html(present, marts.settings, ctx)}
 <h2>{esc(t("quality.heading"))}</h2>
 <p class="caption">{t("quality.caption")}</p>
 {audit_html(marts.audit, marts.communes)}

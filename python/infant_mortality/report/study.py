@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from infant_mortality.report.common import fmt, fmt_apc, fmt_ci, fmt_p, num, trend_label
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, fmt_p, num, unit
+from infant_mortality.report.labels import trend_label
 from infant_mortality.report.i18n import MESSAGES, localise_number, pick, t
 from infant_mortality.report.tables import esc, table_box
 
-STATUSES = ("holds", "does_not_hold", "not_computable")
 HEADERS = ("study.col.statement", "study.col.study_value", "study.col.warehouse_value", "study.col.period",
            "study.col.verdict")
 
@@ -45,7 +45,7 @@ def study_value(row: dict) -> str:
     as_published = localise_number(f"{value:g}")  # the study's own digits: 12.7, 4.05
     if row["finding_kind"] == "rate_ratio":
         return t("study.rt", value=as_published)
-    return t("study.rate", rate=as_published)
+    return t("study.rate", rate=as_published, unit=unit(row["indicator"]))
 
 
 def warehouse_value(row: dict) -> str:
@@ -61,7 +61,7 @@ def warehouse_value(row: dict) -> str:
                        "apc_ci95_upper": row["warehouse_ci95_upper"]})
         return t("study.value.trend", direction=trend_label(row["prais_direction"]).lower(), apc=apc,
                  p=fmt_p(row["prais_p_value"]))
-    text = t("study.value.rate", commune=row["commune_name"], rate=fmt(value), ci=ci,
+    text = t("study.value.rate", commune=row["commune_name"], rate=fmt(value), ci=ci, unit=unit(row["indicator"]),
              rank=fmt(row["commune_rank"], 0), n=fmt(row["n_communes_ranked"], 0))
     if row["warehouse_commune_code"] != row["commune_code"]:
         text += "; " + t(f"study.value.{kind}", name=row["warehouse_commune_name"])
@@ -107,7 +107,7 @@ def study_html(findings: pd.DataFrame, p_threshold: float) -> str:
              f"<thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>")
     return "\n".join([
         head,
-        f'<p class="caption">{t("study.caption", start=int(first["study_period_start"]), end=int(first["study_period_end"]), p=fmt(p_threshold, 2))}</p>',
+        f'<p class="caption">{t("study.caption", start=int(first["study_period_start"]), end=int(first["study_period_end"]), p=fmt(p_threshold, 2), unit=unit(findings["indicator"].unique()))}</p>',
         f"<p>{esc(summary)}</p>",
         table_box("study-findings", t("study.table"), table),
     ])

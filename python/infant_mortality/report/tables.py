@@ -7,7 +7,8 @@ import html
 
 import pandas as pd
 
-from infant_mortality.report.common import fmt, fmt_p, funnel_label, indicator_short, num
+from infant_mortality.report.formats import fmt, fmt_p, num, unit
+from infant_mortality.report.labels import funnel_label, indicator_short
 from infant_mortality.report.i18n import t
 from infant_mortality.report.mart_text import localised
 
@@ -82,7 +83,8 @@ def comparison_table(table_id: str, comparison: pd.DataFrame, combos, region_nam
         _combo=[f"{r.indicator}|{int(r.period_start)}|{int(r.period_end)}" for r in comparison.itertuples()]
     )
     df = df.assign(_order=df["_combo"].map(order)).sort_values(["_order", "rank_in_region"])
-    head = "".join(f'<th scope="col" title="{esc(t("table.sort"))}">{esc(t(f"col.{col}"))}</th>'
+    rate_unit = unit(c.indicator for c in combos)  # the unit of the rate columns
+    head = "".join(f'<th scope="col" title="{esc(t("table.sort"))}">{esc(t(f"col.{col}", unit=rate_unit))}</th>'
                    for col, _, _ in COMPARISON_COLUMNS)
     rows = []
     for r in df.to_dict("records"):
@@ -116,7 +118,7 @@ def comparison_table(table_id: str, comparison: pd.DataFrame, combos, region_nam
         f'<p><label for="{table_id}-filter">{esc(t("table.show"))}:</label> '
         f'<select id="{table_id}-filter" class="table-filter" data-table="{table_id}">{options}</select> '
         f"{esc(t('table.sort_hint'))}</p>"
-        + column_chooser(table_id, [(t(f"col.{col}"), shown) for col, _, shown in COMPARISON_COLUMNS])
+        + column_chooser(table_id, [(t(f"col.{col}", unit=rate_unit), shown) for col, _, shown in COMPARISON_COLUMNS])
         + table_box(table_id, t("table.label", region=region_name), table)
     )
     return html_, {"rows": rows}

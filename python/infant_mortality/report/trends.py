@@ -9,24 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from infant_mortality.report.common import (
-    FONT,
-    TREND_COLOURS,
-    TREND_DASHES,
-    base_layout,
-    fmt,
-    fmt_apc,
-    fmt_apc_short,
-    fmt_p,
-    indicator_short,
-    method_label,
-    narrow_layout,
-    num,
-    nums,
-    to_int,
-    trend_has_class,
-    trend_label,
-)
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_apc_short, fmt_p, num, nums, to_int, unit
+from infant_mortality.report.labels import indicator_short, method_label, trend_has_class, trend_label
+from infant_mortality.report.style import FONT, TREND_COLOURS, TREND_DASHES, base_layout, narrow_layout
 from infant_mortality.report.i18n import t
 from infant_mortality.report.mart_text import localised
 
@@ -140,7 +125,7 @@ def trends_figure(
                 ),
                 customdata=[[num(a), num(b), to_int(d), to_int(nb)] for a, b, d, nb in
                             zip(rows["ci95_lower"], rows["ci95_upper"], rows["deaths"], rows["live_births"])],
-                hovertemplate=t("trends.hover.rate", name=name, ind=indicator_short(indicator)),
+                hovertemplate=t("trends.hover.rate", name=name, ind=indicator_short(indicator), unit=unit(indicator)),
                 showlegend=False,
                 meta=dict(figure="trends", region_code=region_code, area_code=code, indicator=indicator, kind="rates"),
             )

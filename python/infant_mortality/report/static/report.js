@@ -7,7 +7,7 @@
 // multiples (layout.meta.grid) get as many columns as their width holds.
 (function () {
   'use strict';
-  var NARROW_PX = 600;  // infant_mortality.report.common.NARROW_PX
+  var NARROW_PX = 600;  // infant_mortality.report.style.NARROW_PX
   // The page's messages in its language (infant_mortality.report.i18n, keys "js.*").
   var messages = JSON.parse(document.getElementById('report-messages').textContent);
   function msg(key, values) {

@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from infant_mortality.tools.bench import REPO_ROOT, machine_description, replace_section
+from bench import REPO_ROOT, machine_description, replace_section  # benchmarks/bench.py, beside this script
 from infant_mortality.tools.publish import BUILD_ARGS
 
 DBT = str(Path(sys.executable).with_name("dbt"))
@@ -495,7 +495,7 @@ Load when the case finished: `{micro['uptime']}`.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infant_mortality.tools.bench_compare",
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench_compare.py",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--cases", nargs="+", choices=["bundled", "microdata"], default=["bundled", "microdata"])
     parser.add_argument("--repeat", type=int, default=5, help="runs of each contender (default 5)")

@@ -37,7 +37,7 @@ import numpy as np
 
 from infant_mortality.tools.publish import BUILD_ARGS
 
-REPO_ROOT = Path(__file__).resolve().parents[3]  # python/infant_mortality/tools/bench.py
+REPO_ROOT = Path(__file__).resolve().parents[1]  # benchmarks/bench.py
 DBT = str(Path(sys.executable).with_name("dbt"))
 DEFAULT_SCALES = (0.25, 0.5, 1, 2, 4, 8)
 
@@ -298,7 +298,7 @@ def benchmark_trend_fitting(database: Path) -> dict:
 # --------------------------------------------------------------------------------------------
 
 # BENCHMARKS.md holds this benchmark's report and, between these markers, the section of
-# `make bench-compare` (tools/bench_compare.py); each rewrites only its own part.
+# `make bench-compare` (benchmarks/bench_compare.py); each rewrites only its own part.
 SECTION_START = "<!-- bench-compare: start -->"
 SECTION_END = "<!-- bench-compare: end -->"
 
@@ -395,7 +395,7 @@ series {trend['baseline_seconds']:.2f} s ({speedup:,.0f} times slower; same esti
 """
     return f"""# Benchmarks
 
-Produced by `make bench` (`python -m infant_mortality.bench`); not a test. Raw figures:
+Produced by `make bench` (`python benchmarks/bench.py`); not a test. Raw figures:
 `benchmarks/scale.json`; chart: `benchmarks/scale.png`.
 
 **Machine:** {machine_description()}
@@ -434,7 +434,7 @@ The same build, one dbt invocation per layer on one file:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infant_mortality.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/bench.py", description=__doc__.split("\n")[0])
     parser.add_argument("--scales", nargs="+", type=float, default=list(DEFAULT_SCALES),
                         help="generator scales to measure (default: 0.25 0.5 1 2 4 8)")
     parser.add_argument("--years", default="1990-2019", help="years to generate (default 1990-2019)")

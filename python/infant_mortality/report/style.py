@@ -1,0 +1,126 @@
+"""How the report's figures look: the class colours and markers, the type, the widths the
+layout assumes, the base layout of every figure, its narrow-screen changes, and the placement of
+labels beside markers.
+
+Narrow screens: a figure's ``layout.meta.narrow`` (and a trace's ``meta.narrow``) holds the
+changes ``static/report.js`` applies when the figure is drawn less than 600 px wide (smaller
+fonts, labels hidden, panels stacked); the wide figure is what Python builds.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from infant_mortality.report.i18n import separators
+
+# Narrow layouts apply below this width (px); static/report.js uses the same number.
+NARROW_PX = 600
+# The width (px) a figure is assumed to be drawn at when placing labels (the report's main column).
+ASSUMED_WIDTH = 1250
+
+# Colour-blind-safe classes (Okabe-Ito for the comparison and the trends, ColorBrewer RdBu for
+# the funnel), each also told apart by its marker or line: triangles point up for higher,
+# down for lower; a dashed line is decreasing, a dotted one stationary.
+COMPARISON_COLOURS = {"higher": "#D55E00", "lower": "#0072B2", "similar": "#8c8c8c", "untested": "#c8c8c8"}
+COMPARISON_SYMBOLS = {"higher": "triangle-up", "lower": "triangle-down", "similar": "circle", "untested": "x"}
+FUNNEL_COLOURS = {
+    "above_99_8": "#b2182b",
+    "above_95": "#d6604d",
+    "within": "#8c8c8c",
+    "below_95": "#4393c3",
+    "below_99_8": "#2166ac",
+    "uncategorised": "#d0d0d0",
+}
+FUNNEL_SYMBOLS = {"above_99_8": "triangle-up", "above_95": "triangle-up-open", "within": "circle",
+                  "below_95": "triangle-down-open", "below_99_8": "triangle-down", "uncategorised": "x"}
+TREND_COLOURS = {
+    "increasing": "#D55E00",
+    "decreasing": "#0072B2",
+    "stationary": "#666666",
+    "not_confirmed": "#a6a6a6",
+    "not_estimable": "#bdbdbd",
+    "insufficient_data": "#d9d9d9",
+}
+TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot"}
+# Map fill patterns of the trend classes (plotly `fillpattern.shape`): hatching, not colour alone.
+TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_confirmed": "-", "not_estimable": ".",
+                  "insufficient_data": "x"}
+FONT = dict(family="DejaVu Sans, Arial, Helvetica, sans-serif", size=13, color="#222")
+
+
+def base_layout(**kw) -> dict:
+    layout = dict(
+        template="plotly_white",
+        font=FONT,
+        separators=separators(),
+        hoverlabel=dict(font=dict(family=FONT["family"], size=12)),
+        legend=dict(orientation="h", x=0, xanchor="left", y=-0.04, yanchor="top"),
+    )
+    layout.update(kw)
+    return layout
+
+
+def legend_below(fig: go.Figure, px: int = 62) -> None:
+    """Horizontal legend `px` pixels below the plot area (below the x-axis title)."""
+    m = fig.layout.margin
+    plot_h = (fig.layout.height or 450) - (m.t or 0) - (m.b or 0)
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-px / max(plot_h, 1), yanchor="top"))
+
+
+def narrow_layout(extra: dict | None = None) -> dict:
+    """Layout changes (plotly attribute paths) for a figure drawn under NARROW_PX: smaller type,
+    thin side margins."""
+    out = {"font.size": 11, "title.font.size": 12, "legend.font.size": 10, "margin.r": 10}
+    out.update(extra or {})
+    return out
+
+
+# Labels next to markers
+
+TEXT_POSITIONS = ("top center", "bottom center", "middle right", "middle left",
+                  "top right", "top left", "bottom right", "bottom left")
+
+
+def place_labels(x_px, y_px, names, diam_px, bounds_px, font_px: float = 10.0) -> list[str]:
+    """Greedy choice of each label's `textposition` to limit overlaps (pixel estimates).
+
+    Points are placed largest first; each takes the position whose label box overlaps least
+    with the labels already placed, the other markers and the panel's edges.
+    """
+    n = len(x_px)
+    h = font_px * 1.25
+    widths = [0.6 * font_px * len(str(t)) + 2 for t in names]
+    radii = [d / 2 for d in diam_px]
+    placed: list[tuple[float, float, float, float]] = []
+    marker_boxes = [(x - r, x + r, y - r, y + r) for x, y, r in zip(x_px, y_px, radii)]
+    bx0, bx1, by0, by1 = bounds_px
+
+    def overlap(a, b):
+        return max(0.0, min(a[1], b[1]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[2], b[2]))
+
+    out = ["top center"] * n
+    for i in sorted(range(n), key=lambda k: -radii[k]):
+        x, y, r, w = x_px[i], y_px[i], radii[i], widths[i]
+        g = r + 2
+        boxes = {
+            "top center": (x - w / 2, x + w / 2, y + g, y + g + h),
+            "bottom center": (x - w / 2, x + w / 2, y - g - h, y - g),
+            "middle right": (x + g, x + g + w, y - h / 2, y + h / 2),
+            "middle left": (x - g - w, x - g, y - h / 2, y + h / 2),
+            "top right": (x + 0.7 * r, x + 0.7 * r + w, y + 0.7 * r, y + 0.7 * r + h),
+            "top left": (x - 0.7 * r - w, x - 0.7 * r, y + 0.7 * r, y + 0.7 * r + h),
+            "bottom right": (x + 0.7 * r, x + 0.7 * r + w, y - 0.7 * r - h, y - 0.7 * r),
+            "bottom left": (x - 0.7 * r - w, x - 0.7 * r, y - 0.7 * r - h, y - 0.7 * r),
+        }
+        best, best_cost = "top center", float("inf")
+        for rank, pos in enumerate(TEXT_POSITIONS):
+            b = boxes[pos]
+            cost = sum(overlap(b, p) for p in placed) * 3
+            cost += sum(overlap(b, m) for j, m in enumerate(marker_boxes) if j != i)
+            outside = (b[1] - b[0]) * (b[3] - b[2]) - overlap(b, (bx0, bx1, by0, by1))
+            cost += 4 * outside + 0.5 * rank
+            if cost < best_cost:
+                best, best_cost = pos, cost
+        out[i] = best
+        placed.append(boxes[best])
+    return out
