@@ -4,7 +4,7 @@ Every mutation breaks one line of an input the way a hand edit or a bad export d
 a number, a field lost or added, a line cut, deleted or blanked, a byte that is not UTF-8, a
 malformed year, code or age in the microdata). The property: the build either stops with a
 message naming the file and the mutated line, or it publishes only the clean build's numbers,
-every other cell unavailable with an audit row naming it (tests/python/promise.py).
+every other cell unavailable with an audit row naming it (tests/promise.py).
 
 Builds are the expensive part, so mutations are batched: the aggregate ones on lines of distinct
 commune-years share one scoped build (the rates and the audit), the microdata ones one run up to

@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DBT = Path(sys.executable).with_name("dbt")
 
 

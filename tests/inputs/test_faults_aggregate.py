@@ -1,6 +1,6 @@
 """Fault injection on the aggregate input path (issue 18): mutated copies of data/raw, each built
 for real with `--vars '{raw_data_dir: ...}'`, and the promise checked cell by cell against the
-clean build (tests/python/promise.py): every published rate equals the clean one, or is
+clean build (tests/promise.py): every published rate equals the clean one, or is
 unavailable with an audit row naming the cell; otherwise the build stops naming file and line.
 
 Faults that do not stop the build touch disjoint communes (and years), so they share one build;

@@ -1,7 +1,7 @@
 """Fault injection on generated DEIS microdata (issue 18): every case is built for real by dbt.
 
 The promise: every published rate equals what the clean input gives, or is unavailable with an
-audit row naming the cell (tests/python/promise.py); otherwise the build stops with a message
+audit row naming the cell (tests/promise.py); otherwise the build stops with a message
 naming the file and the line. One clean build is shared by the module; each case mutates a copy
 of the generated files.
 """
