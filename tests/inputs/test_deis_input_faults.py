@@ -23,6 +23,9 @@ from infant_mortality.dbt_plugins.deis_files import DEATHS_COLUMNS
 from infant_mortality.tools.generate_deis import Options, generate
 from promise import check_promise
 
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
+
 # Arica y Parinacota: 4 communes, two years; small enough for a dozen builds.
 DEATHS = "synthetic_deis_deaths_2018_2019.csv"
 STOP_SELECT = ["build", "--indirect-selection", "cautious", "--select", "+int_deis__input_checks"]

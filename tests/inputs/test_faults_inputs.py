@@ -18,6 +18,9 @@ import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
 
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
+
 IGME = "un_igme_chile_2000_2019.csv"
 IGME_BOUNDS = "un_igme_2015_round_chile_bounds.csv"
 IGME_MODELS = ["run", "--select", "stg_un_igme__estimates_2020_round", "stg_un_igme__bounds_2015_round"]

@@ -35,6 +35,9 @@ from infant_mortality.dbt_plugins.deis_files import DeisFileError, read_text_str
 from infant_mortality.tools.generate_deis import Options, generate
 from promise import check_promise, differing_marts
 
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
+
 SEED = 28
 INE = "ine_vital_statistics_chile_2010_2019.csv"
 DEIS = "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"

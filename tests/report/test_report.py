@@ -39,9 +39,16 @@ from infant_mortality.report.tables import COMPARISON_COLUMNS
 
 FULL = "imr|2010|2019"
 CHROMIUM = report.find_chromium()
-needs_chromium = pytest.mark.skipif(
+_skip_without_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium); CI installs it"
 )
+
+
+def needs_chromium(test):
+    """A browser test: part of the end-to-end group, skipped where no Chromium is installed."""
+    return pytest.mark.e2e(_skip_without_chromium(test))
+
+
 AXE = find_axe()
 needs_axe = pytest.mark.skipif(
     AXE is None, reason="axe-core not installed (npm install --prefix .cache/npm axe-core@4.14.1); CI installs it"
