@@ -74,6 +74,38 @@ def query(duckdb_path: Path, sql: str, params=None):
         return con.execute(sql, params or []).fetchall()
 
 
+def microdata_vars(deaths, births=None, cache=None, **extra) -> dict:
+    """The vars of a build on DEIS microdata files: the deaths file, the births (a folder or a
+    file; none: the bundled births), a cache folder of its own, and any other var."""
+    chosen = {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths), **extra}
+    if births is not None:
+        chosen["deis_births_path"] = str(births)
+    if cache is not None:
+        chosen["deis_cache_dir"] = str(cache)
+    return chosen
+
+
+def microdata_warehouse(folder: Path, regions: tuple[str, ...], years, select: list[str] | None = None,
+                        births: str = "generated", generator: dict | None = None, **dbt_vars) -> SimpleNamespace:
+    """The one recipe for a warehouse of generated DEIS microdata: files for `regions` and
+    `years` written by infant_mortality.tools.generate_deis (with the `generator` options, e.g.
+    `{"zip_deaths": True}`) into `folder/files`, then `dbt build` (of `select` and what it needs, or of everything) into
+    `folder/micro.duckdb`. `births="bundled"` leaves the births path unset, so the build takes
+    the bundled births; `dbt_vars` are passed on. Returns path, files, deaths, births, dbt_vars."""
+    from infant_mortality.tools.generate_deis import Options, generate
+
+    files = folder / "files"
+    manifest = generate(Options(out_dir=files, regions=tuple(regions), years=tuple(years), project_dir=REPO_ROOT,
+                                **(generator or {})))
+    deaths = files / manifest["deaths_file"]
+    births_path = files / manifest["births_folder"] if births == "generated" else None
+    chosen = microdata_vars(deaths, births_path, folder / "cache", **dbt_vars)
+    path = folder / "micro.duckdb"
+    arguments = ["build", "--indirect-selection", "cautious", "--select", *select] if select else ["build"]
+    run_dbt(arguments, path, chosen)
+    return SimpleNamespace(path=path, files=files, deaths=deaths, births=births_path, dbt_vars=chosen)
+
+
 def copy_of(warehouse: Path, folder: Path) -> Path:
     """A private copy of a shared warehouse, for a test that writes into it (or runs dbt on it,
     which opens the file read-write and would lock the other workers out)."""

@@ -10,28 +10,17 @@ import csv
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_vars, microdata_warehouse, query, run_dbt
 from infant_mortality.tools.generate_deis import Options, generate
 
 FIXTURES = REPO_ROOT / "tests" / "data" / "deis"
 
 
-def microdata_vars(deaths, births, cache_dir, **extra):
-    return {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
-            "deis_births_path": str(births), "deis_cache_dir": str(cache_dir), **extra}
-
-
 @pytest.fixture(scope="module")
 def generated_rm_warehouse(tmp_path_factory):
     """RM 2010-2019 as published: deaths in a ZIP, latin-1, no header; births per year."""
-    tmp = tmp_path_factory.mktemp("rm_microdata")
-    out = tmp / "files"
-    generate(Options(out_dir=out, regions=("13",), years=tuple(range(2010, 2020)), zip_deaths=True,
-                     project_dir=REPO_ROOT))
-    deaths = next(out.glob("synthetic_deis_deaths_*.zip"))
-    path = tmp / "micro.duckdb"
-    run_dbt(["build"], path, microdata_vars(deaths, out / "nacimientos", tmp / "cache"))
-    return path
+    return microdata_warehouse(tmp_path_factory.mktemp("rm_microdata"), ("13",), range(2010, 2020),
+                               generator={"zip_deaths": True}).path
 
 
 def test_source_lines_point_at_the_records_in_a_large_zipped_file(generated_rm_warehouse):

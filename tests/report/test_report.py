@@ -26,9 +26,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 from infant_mortality import report
-from infant_mortality.tools.generate_deis import Options, generate
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.report.browser import Browser, find_axe, page_url
@@ -716,13 +715,7 @@ REGIONS = ("11", "12", "15")  # Aysén, Magallanes, Arica y Parinacota: 25 commu
 @pytest.fixture(scope="module")
 def multi_region(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report_regions")
-    files = tmp / "files"
-    generate(Options(out_dir=files, regions=REGIONS, years=tuple(range(2010, 2020)), project_dir=REPO_ROOT))
-    warehouse = tmp / "regions.duckdb"
-    run_dbt(["build"], warehouse, {"vital_source": "deis_microdata",
-                                   "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*"))),
-                                   "deis_births_path": str(files / "nacimientos"),
-                                   "deis_cache_dir": str(tmp / "cache")})
+    warehouse = microdata_warehouse(tmp, REGIONS, range(2010, 2020)).path
     out = report.write_report(warehouse, tmp / "regions.html", "en")
     return warehouse, out, out.read_text(encoding="utf-8")
 
