@@ -8,7 +8,7 @@ SUPERSET_PORT ?= 8088
 QUIET ?=
 QUIET_FLAG := $(if $(QUIET),--quiet)
 
-.PHONY: help warehouse test docs report superset calibrate bench bench-compare clean
+.PHONY: help warehouse test test-fast test-e2e docs report superset calibrate bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
@@ -33,6 +33,15 @@ warehouse: $(STAMP)
 ## One worker per core, each test file on one worker (its module fixtures are built once).
 test: $(STAMP)
 	$(BIN)/pytest -n auto --dist loadfile
+
+## The suite without its end-to-end group (browser, Superset, input fuzz, fault injection): the everyday loop.
+## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
+test-fast: $(STAMP)
+	$(BIN)/pytest -n auto --dist loadfile -m "not e2e"
+
+## Only the end-to-end group (CI runs it with the rest in `make test`).
+test-e2e: $(STAMP)
+	$(BIN)/pytest -n auto --dist loadfile -m e2e
 
 ## The dbt documentation site, generated offline as static HTML under target/.
 docs: $(STAMP)

@@ -391,7 +391,7 @@ def render(points: list[SizePoint], extras: dict, memory_limit: str, years: str)
 All {trend['series']:,} series (every area x indicator x period; {trend['fitted']:,} estimable):
 batched Prais-Winsten {trend['batched_seconds']:.3f} s, a plain statsmodels loop over the same
 series {trend['baseline_seconds']:.2f} s ({speedup:,.0f} times slower; same estimates, tested to
-1e-10 in `tests/python/test_prais_winsten.py`).
+1e-10 in `tests/trends/test_prais_winsten.py`).
 """
     return f"""# Benchmarks
 

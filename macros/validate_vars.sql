@@ -1,6 +1,6 @@
 {#- Settings are checked before anything runs. `vars_spec` is the one declarative list of what
     each var of dbt_project.yml may hold (one line per var: a new var is one line here and one in
-    dbt_project.yml; tests/python/test_settings.py checks that the two lists agree).
+    dbt_project.yml; tests/house/test_settings.py checks that the two lists agree).
 
     Keys of a var's entry:
       values: [a, b]        one of these (text)
@@ -73,7 +73,7 @@ official_anchor_tolerance_percent: {type: number, above: 0}
 
 {#- The fewest usable years each trend fitter accepts: a copy of the fitters' min_years_floor
     (python/infant_mortality/statistics/trend_fitters/, their one home), so that validate_vars
-    can refuse trend_min_years before the build; tests/python/test_settings.py checks that the
+    can refuse trend_min_years before the build; tests/house/test_settings.py checks that the
     two agree. -#}
 {% macro trend_fitter_floors() -%}
     {{ return({'prais': 4, 'corc': 5, 'ols': 3, 'poisson': 3, 'joinpoint': 3}) }}

@@ -169,7 +169,7 @@ def funnel_count_limits(expected, level: float):
     pchisq(2e, 2d) = a, so 2d is the inverse of the chi-square CDF in its degrees of freedom
     (scipy's chdtriv), and 2d + 2 likewise for the upper Garwood limit. The lower limit is 0
     where even d = 0 has an upper limit above e. (Root-finding on qchisq gave the same limits
-    to 1e-9 and took seconds per grid; tests/python/test_poisson.py keeps it as the check.)
+    to 1e-9 and took seconds per grid; tests/trends/test_poisson.py keeps it as the check.)
     """
     expected = np.atleast_1d(np.asarray(expected, dtype=float))
     a = _tail(level)

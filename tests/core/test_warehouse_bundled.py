@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_unit_tests, unit_test_names
+from conftest import REPO_ROOT, copy_of, query, run_unit_tests, unit_test_names
 
 RAW = REPO_ROOT / "data" / "raw"
 INE_FILE = RAW / "ine_vital_statistics_chile_2010_2019.csv"
@@ -242,10 +242,10 @@ def test_scope_regions_narrows_the_build_to_the_study_region_unchanged(bundled_w
     assert scoped == query(bundled_warehouse, sql.format("and region_code = '13'"))
 
 
-def test_every_unit_test_of_the_aggregates_mode_passes(bundled_warehouse):
+def test_every_unit_test_of_the_aggregates_mode_passes(bundled_warehouse, tmp_path):
     """`make warehouse` leaves the unit tests out (they test the models' code on fixed inputs,
     not the data); here each one this input mode declares runs and passes."""
-    passed, output = run_unit_tests(bundled_warehouse)
+    passed, output = run_unit_tests(copy_of(bundled_warehouse, tmp_path))
     expected = unit_test_names("ine_aggregates")
     assert len(expected) >= 10 and passed == expected, output[-4000:]
 

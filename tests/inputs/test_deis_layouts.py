@@ -62,7 +62,7 @@ def test_every_layout_gives_the_hand_worked_counts_for_all_four_indicators(mixed
         select area_code, year, indicator, deaths, live_births, rate_per_1000
         from marts.fct_area_year_rates
         where area_level = 'commune' and (live_births > 0 or deaths > 0)
-            and indicator in ('imr', 'nmr', 'enmr', 'pnmr')""")
+            and indicator in (select unnest(?))""", [sorted({i for counts in HAND.values() for i in counts})])
     found = {}
     for code, year, indicator, deaths, births, rate in rows:
         found.setdefault((code, year), {})[indicator] = (deaths, births)

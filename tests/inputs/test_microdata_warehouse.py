@@ -6,30 +6,21 @@ give the same infant mortality; hand-made files give counts worked out by hand.
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_vars, microdata_warehouse, query, run_dbt
 from infant_mortality.tools.generate_deis import Options, generate
 
 FIXTURES = REPO_ROOT / "tests" / "data" / "deis"
 
 
-def microdata_vars(deaths, births, cache_dir, **extra):
-    return {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
-            "deis_births_path": str(births), "deis_cache_dir": str(cache_dir), **extra}
-
-
 @pytest.fixture(scope="module")
 def generated_rm_warehouse(tmp_path_factory):
     """RM 2010-2019 as published: deaths in a ZIP, latin-1, no header; births per year."""
-    tmp = tmp_path_factory.mktemp("rm_microdata")
-    out = tmp / "files"
-    generate(Options(out_dir=out, regions=("13",), years=tuple(range(2010, 2020)), zip_deaths=True,
-                     project_dir=REPO_ROOT))
-    deaths = next(out.glob("synthetic_deis_deaths_*.zip"))
-    path = tmp / "micro.duckdb"
-    run_dbt(["build"], path, microdata_vars(deaths, out / "nacimientos", tmp / "cache"))
-    return path
+    return microdata_warehouse(tmp_path_factory.mktemp("rm_microdata"), ("13",), range(2010, 2020),
+                               generator={"zip_deaths": True}).path
 
 
 def test_source_lines_point_at_the_records_in_a_large_zipped_file(generated_rm_warehouse):
@@ -92,9 +83,10 @@ def test_all_four_indicators_and_the_component_identities(generated_rm_warehouse
         "select indicator, sum(deaths) from marts.fct_area_year_rates where area_level = 'commune' "
         "group by indicator")
     totals = dict(rows)
-    causes = {"imr_perinatal", "imr_congenital", "imr_respiratory", "imr_infectious", "imr_external",
-              "imr_ill_defined", "imr_other_causes"}
-    assert set(totals) == {"imr", "nmr", "enmr", "pnmr"} | causes
+    with open(REPO_ROOT / "seeds" / "indicators.csv", encoding="utf-8") as handle:
+        seed = {row["indicator"]: row["count_column"] for row in csv.DictReader(handle)}
+    causes = {indicator for indicator, count in seed.items() if count.endswith("_cause_deaths")}
+    assert set(totals) == set(seed) and len(causes) >= 5  # the microdata give every indicator
     # Every infant death is in one cause group or has an unknown or invalid cause (audited).
     (uncoded,), = query(
         generated_rm_warehouse,
@@ -151,7 +143,7 @@ def test_records_reconcile_with_the_input_row_counts(generated_rm_warehouse):
 # Hand-made headerless latin-1 file (tests/data/deis/deaths_headerless_latin1.csv), 2015:
 # Ñuñoa 4h0, 4h23 | Iquique 3d6, 3d7 | Valparaíso 3d27, 3d28 | Concepción 2m0, 2m1 |
 # La Pintana 2m11, 1y0 | Peñalolén 1y1, blank unit 5, 1y85.
-HAND_COUNTS = {  # commune: (imr, nmr, enmr, pnmr, age_unknown_infant), unknown_age_unit_policy infant_age_unknown
+HAND_COUNTS = {  # commune: deaths (infant, neonatal, early neonatal, post-neonatal, infant of unknown age), unknown_age_unit_policy infant_age_unknown
     "13120": (2, 2, 2, 0, 0),
     "01101": (2, 2, 1, 0, 0),
     "05101": (2, 1, 0, 1, 0),

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import THREE_REGIONS, query, run_dbt, run_unit_tests, unit_test_names
+from conftest import THREE_REGIONS, copy_of, query, run_dbt, run_unit_tests, unit_test_names
 
 REGIONS = THREE_REGIONS  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
 YEARS = tuple(range(2015, 2020))
@@ -148,9 +148,9 @@ def test_external_benchmarks_refuse_a_country_of_three_regions(national_sample):
                     ("u5mr", "scope_not_national", 5, 0, 5)]
 
 
-def test_every_unit_test_of_the_microdata_mode_passes(three_regions):
-    """The unit tests of the DEIS microdata mode (its own port's among them), on its build."""
-    passed, output = run_unit_tests(three_regions.path, three_regions.dbt_vars)
+def test_every_unit_test_of_the_microdata_mode_passes(three_regions, tmp_path):
+    """The unit tests of the DEIS microdata mode (its own port's among them), on a copy of its build."""
+    passed, output = run_unit_tests(copy_of(three_regions.path, tmp_path), three_regions.dbt_vars)
     expected = unit_test_names("deis_microdata")
     assert expected > unit_test_names("ine_aggregates")  # the shared ones and the mode's own
     assert passed == expected, output[-4000:]

@@ -6,16 +6,19 @@ IMR_DUCKDB_PATH pointing at a temporary file so the published warehouse is never
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import duckdb
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 DBT = Path(sys.executable).with_name("dbt")
 
 
@@ -71,39 +74,108 @@ def query(duckdb_path: Path, sql: str, params=None):
         return con.execute(sql, params or []).fetchall()
 
 
+def microdata_vars(deaths, births=None, cache=None, **extra) -> dict:
+    """The vars of a build on DEIS microdata files: the deaths file, the births (a folder or a
+    file; none: the bundled births), a cache folder of its own, and any other var."""
+    chosen = {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths), **extra}
+    if births is not None:
+        chosen["deis_births_path"] = str(births)
+    if cache is not None:
+        chosen["deis_cache_dir"] = str(cache)
+    return chosen
+
+
+def microdata_warehouse(folder: Path, regions: tuple[str, ...], years, select: list[str] | None = None,
+                        births: str = "generated", generator: dict | None = None, **dbt_vars) -> SimpleNamespace:
+    """The one recipe for a warehouse of generated DEIS microdata: files for `regions` and
+    `years` written by infant_mortality.tools.generate_deis (with the `generator` options, e.g.
+    `{"zip_deaths": True}`) into `folder/files`, then `dbt build` (of `select` and what it needs, or of everything) into
+    `folder/micro.duckdb`. `births="bundled"` leaves the births path unset, so the build takes
+    the bundled births; `dbt_vars` are passed on. Returns path, files, deaths, births, dbt_vars."""
+    from infant_mortality.tools.generate_deis import Options, generate
+
+    files = folder / "files"
+    manifest = generate(Options(out_dir=files, regions=tuple(regions), years=tuple(years), project_dir=REPO_ROOT,
+                                **(generator or {})))
+    deaths = files / manifest["deaths_file"]
+    births_path = files / manifest["births_folder"] if births == "generated" else None
+    chosen = microdata_vars(deaths, births_path, folder / "cache", **dbt_vars)
+    path = folder / "micro.duckdb"
+    arguments = ["build", "--indirect-selection", "cautious", "--select", *select] if select else ["build"]
+    run_dbt(arguments, path, chosen)
+    return SimpleNamespace(path=path, files=files, deaths=deaths, births=births_path, dbt_vars=chosen)
+
+
+def copy_of(warehouse: Path, folder: Path) -> Path:
+    """A private copy of a shared warehouse, for a test that writes into it (or runs dbt on it,
+    which opens the file read-write and would lock the other workers out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / warehouse.name
+    shutil.copyfile(warehouse, copy)
+    return copy
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder of a build that every pytest-xdist worker of this run shares: the first worker
+    to ask runs `build(folder)` while holding a lock, the others wait for it and read the result.
+    A failed build is not repeated by the next worker: each one fails with its message."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # each worker's basetemp is <run>/popen-gwN; the run's folder is shared
+    shared = base / "shared"
+    shared.mkdir(exist_ok=True)
+    folder = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        failed, done = shared / f"{name}.failed", shared / f"{name}.done"
+        if failed.exists():
+            raise AssertionError(f"the shared build {name} failed in another worker:\n{failed.read_text()}")
+        if not done.exists():
+            folder.mkdir()
+            try:
+                build(folder)
+            except BaseException as error:
+                failed.write_text(str(error)[-8000:])
+                raise
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def bundled_warehouse(tmp_path_factory) -> Path:
-    """`dbt build` of the whole project on the bundled real data (built once per session)."""
-    path = tmp_path_factory.mktemp("bundled") / "infant_mortality.duckdb"
-    run_dbt(["build"], path)
-    return path
+    """`dbt build` of the whole project on the bundled real data (built once per test run and
+    shared by the workers, read-only: a test that writes takes `copy_of` it)."""
+    folder = built_once(tmp_path_factory, "bundled", lambda f: run_dbt(["build"], f / "infant_mortality.duckdb"))
+    return folder / "infant_mortality.duckdb"
 
 
 @pytest.fixture(scope="session")
 def ols_trends_warehouse(tmp_path_factory) -> Path:
     """The trend mart and meta_build (and what they need) with vars passed on the command line:
     the OLS fitter, and a non-default declared var."""
-    path = tmp_path_factory.mktemp("ols_trends") / "infant_mortality.duckdb"
-    run_dbt(["build", "--select", "+fct_trends", "+meta_build"], path,
-            {"trend_prais_variant": "ols", "unreliable_below_deaths": 25})
-    return path
+    def build(folder):
+        run_dbt(["build", "--select", "+fct_trends", "+meta_build"], folder / "infant_mortality.duckdb",
+                {"trend_prais_variant": "ols", "unreliable_below_deaths": 25})
+    return built_once(tmp_path_factory, "ols_trends", build) / "infant_mortality.duckdb"
 
 
 @pytest.fixture(scope="session")
 def published_warehouse(tmp_path_factory):
     """`python -m infant_mortality.publish` into a temporary folder, as `make warehouse` does
-    (built once per session; readers' tests use it, none writes into it)."""
-    from types import SimpleNamespace
+    (built once per test run; readers' tests use it, none writes into it)."""
+    def build(work):
+        path = work / "warehouse" / "infant_mortality.duckdb"
+        env = {**os.environ, "IMR_DUCKDB_PATH": str(path), "DBT_TARGET_PATH": str(work / "dbt_target"),
+               "DBT_LOG_PATH": str(work / "dbt_logs")}
+        result = subprocess.run([sys.executable, "-m", "infant_mortality.publish", "--quiet"], cwd=REPO_ROOT,
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        (work / "publish_output.txt").write_text(result.stdout)
 
-    work = tmp_path_factory.mktemp("published")
+    work = built_once(tmp_path_factory, "published", build)
     path = work / "warehouse" / "infant_mortality.duckdb"
-    env = {**os.environ, "IMR_DUCKDB_PATH": str(path), "DBT_TARGET_PATH": str(work / "dbt_target"),
-           "DBT_LOG_PATH": str(work / "dbt_logs")}
-    result = subprocess.run([sys.executable, "-m", "infant_mortality.publish", "--quiet"], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"publish failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return SimpleNamespace(path=path, parquet=path.parent / "parquet", target=work / "dbt_target",
-                           output=result.stdout)
+                           output=(work / "publish_output.txt").read_text())
 
 
 THREE_REGIONS = ("11", "12", "15")   # Aysén, Magallanes (with Antártica, 12202, absent from the 2022 file), Arica
@@ -118,13 +190,17 @@ def three_regions(tmp_path_factory):
     a header and deaths in UTF-8 (layouts the staging must take), covariate files that lack one
     commune's value and carry one unparseable value, and `benchmark_communes` set. The covariate
     damage and the benchmark touch only the inequity marts and their audit rows."""
+    tmp = built_once(tmp_path_factory, "three_regions", _build_three_regions)
+    return SimpleNamespace(path=tmp / "three_regions.duckdb", files=tmp / "files",
+                           dbt_vars=json.loads((tmp / "dbt_vars.json").read_text()),
+                           poverty=tmp / "raw" / "covariates" / "poverty_2022_communes.csv")
+
+
+def _build_three_regions(tmp: Path) -> None:
     import csv
-    import shutil
-    from types import SimpleNamespace
 
     from infant_mortality.tools.generate_deis import Options, generate
 
-    tmp = tmp_path_factory.mktemp("three_regions")
     source = REPO_ROOT / "data" / "raw"
     raw = tmp / "raw"
     (raw / "covariates").mkdir(parents=True)
@@ -154,4 +230,4 @@ def three_regions(tmp_path_factory):
                 "deis_births_path": str(files / manifest["births_folder"]), "deis_cache_dir": str(tmp / "cache"),
                 "benchmark_communes": ["12101"]}
     run_dbt(["build"], path, dbt_vars)
-    return SimpleNamespace(path=path, files=files, dbt_vars=dbt_vars, poverty=poverty)
+    (tmp / "dbt_vars.json").write_text(json.dumps(dbt_vars))

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
+
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
 
 IGME = "un_igme_chile_2000_2019.csv"
 IGME_BOUNDS = "un_igme_2015_round_chile_bounds.csv"
@@ -273,14 +276,8 @@ def test_input_year_min_2000_changes_no_published_number(bundled_warehouse, tmp_
 def test_a_narrowed_window_in_microdata_mode_counts_records_outside_never_stops(tmp_path):
     # Before: the records of 2018 were year_out_of_range, a malformed value: the build stopped
     # (deis_malformed_records: stop) naming the first of them.
-    from infant_mortality.tools.generate_deis import Options, generate
-
-    files = tmp_path / "files"
-    generate(Options(out_dir=files, regions=("15",), years=(2018, 2019), project_dir=REPO_ROOT))
-    database = tmp_path / "micro.duckdb"
-    micro = {"vital_source": "deis_microdata", "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*.csv"))),
-             "deis_births_path": str(files / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache")}
-    run_dbt(["build", "--exclude", "fct_trends+"], database, {**micro, "input_year_min": 2019})
+    database = microdata_warehouse(tmp_path, ("15",), (2018, 2019), ["+fct_area_year_rates", "+audit_data_quality"],
+                                   input_year_min=2019).path
     assert query(database, "select distinct year from marts.fct_area_year_rates") == [(2019,)]
     totals = dict(query(database, "select source, records_affected from marts.audit_data_quality "
                                   "where check_name = 'year_outside_window' and record_key = 'all records'"))

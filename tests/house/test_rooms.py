@@ -13,8 +13,11 @@ import json
 from pathlib import PurePosixPath
 
 import pytest
+import yaml
 
-ROOMS = ("inputs", "core", "comparisons", "trends", "inequity", "maps", "screening", "study", "causes", "audit", "meta")
+from conftest import REPO_ROOT
+
+ROOMS = tuple(group["name"] for group in yaml.safe_load((REPO_ROOT / "models" / "_groups.yml").read_text())["groups"])
 # Models other rooms may read although they are intermediate: the input modes' ports and each
 # room's audit port, which the audit room unions.
 PORT_PREFIXES = ("int_input__", "int_audit__")

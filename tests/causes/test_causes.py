@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_vars, microdata_warehouse, query, run_dbt
 from infant_mortality.dbt_plugins.deis_files import DEATHS_COLUMNS
 from infant_mortality.statistics.proportions import clopper_pearson
 from infant_mortality.tools.generate_deis import Options, generate
@@ -72,11 +72,6 @@ def _death_line(year: int, diag1: str, diag2: str, unit: str = "3", amount: str 
     return ";".join(fields[c] for c in DEATHS_COLUMNS)
 
 
-def _vars(deaths, births, cache, **extra):
-    return {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths), "deis_births_path": str(births),
-            "deis_cache_dir": str(cache), **extra}
-
-
 @pytest.fixture(scope="module")
 def edge_warehouse(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("causes_edges")
@@ -86,7 +81,7 @@ def edge_warehouse(tmp_path_factory):
     deaths.write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
     path = tmp / "edges.duckdb"
     run_dbt(["build", "--indirect-selection", "cautious", "--select", "+int_deis__commune_year_counts", "+fct_reducible_infant_deaths", "+audit_data_quality"],
-            path, _vars(deaths, FIXTURES / "births_headerless_latin1.csv", tmp / "cache",
+            path, microdata_vars(deaths, FIXTURES / "births_headerless_latin1.csv", tmp / "cache",
                         custom_period={"start": 2015, "end": 2015}))
     return path
 
@@ -245,14 +240,9 @@ def _group_of(code: str | None, year: int) -> str:
 @pytest.fixture(scope="module")
 def generated_1990s(tmp_path_factory):
     """Arica y Parinacota (15) across the change of revision, 1994-1999."""
-    tmp = tmp_path_factory.mktemp("causes_generated")
-    manifest = generate(Options(out_dir=tmp / "files", regions=("15",), years=tuple(range(1994, 2000)),
-                                project_dir=REPO_ROOT))
-    deaths = tmp / "files" / manifest["deaths_file"]
-    path = tmp / "gen.duckdb"
-    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+int_deis__commune_year_counts", "+fct_reducible_infant_deaths"], path,
-            _vars(deaths, tmp / "files" / "nacimientos", tmp / "cache"))
-    return deaths, path
+    built = microdata_warehouse(tmp_path_factory.mktemp("causes_generated"), ("15",), range(1994, 2000),
+                                ["+int_deis__commune_year_counts", "+fct_reducible_infant_deaths"])
+    return built.deaths, built.path
 
 
 def test_generated_causes_counted_by_python_equal_the_warehouse(generated_1990s):

@@ -10,6 +10,7 @@ error and no sideways scrolling. Only the browser tests are skipped when Chromiu
 from __future__ import annotations
 
 import base64
+import csv
 import gzip
 import html
 import json
@@ -24,9 +25,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 from infant_mortality import report
-from infant_mortality.tools.generate_deis import Options, generate
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.report.browser import Browser, find_axe, page_url
 from infant_mortality.report.context import _CURRENT, RenderContext
@@ -38,9 +38,16 @@ from infant_mortality.report.tables import COMPARISON_COLUMNS
 
 FULL = "imr|2010|2019"
 CHROMIUM = report.find_chromium()
-needs_chromium = pytest.mark.skipif(
+_skip_without_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="headless Chromium not installed (apt-get install chromium); CI installs it"
 )
+
+
+def needs_chromium(test):
+    """A browser test: part of the end-to-end group, skipped where no Chromium is installed."""
+    return pytest.mark.e2e(_skip_without_chromium(test))
+
+
 AXE = find_axe()
 needs_axe = pytest.mark.skipif(
     AXE is None, reason="axe-core not installed (npm install --prefix .cache/npm axe-core@4.14.1); CI installs it"
@@ -710,13 +717,7 @@ REGIONS = ("11", "12", "15")  # Aysén, Magallanes, Arica y Parinacota: 25 commu
 @pytest.fixture(scope="module")
 def multi_region(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report_regions")
-    files = tmp / "files"
-    generate(Options(out_dir=files, regions=REGIONS, years=tuple(range(2010, 2020)), project_dir=REPO_ROOT))
-    warehouse = tmp / "regions.duckdb"
-    run_dbt(["build"], warehouse, {"vital_source": "deis_microdata",
-                                   "deis_deaths_path": str(next(files.glob("synthetic_deis_deaths_*"))),
-                                   "deis_births_path": str(files / "nacimientos"),
-                                   "deis_cache_dir": str(tmp / "cache")})
+    warehouse = microdata_warehouse(tmp, REGIONS, range(2010, 2020)).path
     out = report.write_report(warehouse, tmp / "regions.html", "en")
     return warehouse, out, out.read_text(encoding="utf-8")
 
@@ -750,7 +751,8 @@ def test_country_section_and_region_selector(multi_region):
     assert "GENERATED" in basis and f'<p class="generated-data">Counts: {html.escape(basis)}.</p>' in text
     # Every indicator the microdata give (the four age groups and the cause groups) has its panel.
     counted = {i for (i,) in query(warehouse, "select indicator from marts.dim_indicator where has_counts")}
-    assert {"imr", "nmr", "enmr", "pnmr", "imr_perinatal"} <= counted
+    with open(REPO_ROOT / "seeds" / "indicators.csv", encoding="utf-8") as handle:
+        assert counted == {row["indicator"] for row in csv.DictReader(handle)}
     assert {k.rsplit("-", 1)[1] for k in figures(text) if k.startswith("fig-trends-CL-")} == counted
 
 

@@ -25,6 +25,9 @@ import pytest
 from conftest import REPO_ROOT, query, run_dbt
 from promise import check_promise
 
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
+
 INE = "ine_vital_statistics_chile_2010_2019.csv"
 BIRTHS_TYPOS = {("11101", 2015): "999999", ("13201", 2017): "950000"}  # Coyhaique, Puente Alto
 REMOVED_BIRTHS = ("13110", 2010)                                       # La Florida

@@ -1,6 +1,6 @@
 """Fault injection on the aggregate input path (issue 18): mutated copies of data/raw, each built
 for real with `--vars '{raw_data_dir: ...}'`, and the promise checked cell by cell against the
-clean build (tests/python/promise.py): every published rate equals the clean one, or is
+clean build (tests/promise.py): every published rate equals the clean one, or is
 unavailable with an audit row naming the cell; otherwise the build stops naming file and line.
 
 Faults that do not stop the build touch disjoint communes (and years), so they share one build;
@@ -20,6 +20,9 @@ import pytest
 
 from conftest import REPO_ROOT, query, run_dbt
 from promise import check_promise, differing_marts
+
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
 
 INE = "ine_vital_statistics_chile_2010_2019.csv"
 DEIS = "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"

@@ -20,8 +20,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.tools.generate_deis import Options, generate
+from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 
 RAW = REPO_ROOT / "data" / "raw"
 CORRECTED = "seremi_rm_corrected_births_1992_2021.csv"
@@ -129,16 +128,10 @@ def test_both_denominators_side_by_side_for_the_rm_2010_2019(bundled_warehouse):
 
 @pytest.fixture(scope="module")
 def corrected(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("births_corrected")
-    out = tmp / "files"
-    generate(Options(out_dir=out, regions=("13", "11"), years=tuple(range(2005, 2011)), deaths_encoding="utf-8",
-                     project_dir=REPO_ROOT))
-    path = tmp / "corrected.duckdb"
-    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+fct_births_denominators",
-             "+fct_area_year_rates", "+audit_data_quality", "--exclude", "fct_trends+"], path,
-            {"vital_source": "deis_microdata", "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
-             "deis_cache_dir": str(tmp / "cache"), "births_denominator": "corrected"})
-    return path
+    return microdata_warehouse(
+        tmp_path_factory.mktemp("births_corrected"), ("13", "11"), range(2005, 2011),
+        ["+fct_births_denominators", "+fct_area_year_rates", "+audit_data_quality", "--exclude", "fct_trends+"],
+        births="bundled", generator={"deaths_encoding": "utf-8"}, births_denominator="corrected").path
 
 
 def _rates(path) -> pd.DataFrame:

@@ -37,6 +37,9 @@ from sqlalchemy.pool import NullPool
 
 from conftest import REPO_ROOT, query
 
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
+
 BI = REPO_ROOT / "bi" / "superset"
 SCREENSHOTS = BI / "screenshots"
 RM = "Región Metropolitana de Santiago"  # the dashboard's default region
@@ -409,6 +412,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import superset_setup
 from superset.utils.core import QuerySource
+
 
 app = superset_setup._app()
 with app.app_context():

@@ -4,7 +4,7 @@ Every mutation breaks one line of an input the way a hand edit or a bad export d
 a number, a field lost or added, a line cut, deleted or blanked, a byte that is not UTF-8, a
 malformed year, code or age in the microdata). The property: the build either stops with a
 message naming the file and the mutated line, or it publishes only the clean build's numbers,
-every other cell unavailable with an audit row naming it (tests/python/promise.py).
+every other cell unavailable with an audit row naming it (tests/promise.py).
 
 Builds are the expensive part, so mutations are batched: the aggregate ones on lines of distinct
 commune-years share one scoped build (the rates and the audit), the microdata ones one run up to
@@ -34,6 +34,9 @@ from conftest import REPO_ROOT, run_dbt
 from infant_mortality.dbt_plugins.deis_files import DeisFileError, read_text_strict
 from infant_mortality.tools.generate_deis import Options, generate
 from promise import check_promise, differing_marts
+
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
 
 SEED = 28
 INE = "ine_vital_statistics_chile_2010_2019.csv"

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from scipy.stats import chi2
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 
 SEED = REPO_ROOT / "seeds" / "study_findings.csv"
 STUDY_YEARS = range(2005, 2015)
@@ -148,18 +148,9 @@ def test_trend_verdicts_follow_the_prais_winsten_rows_and_the_studys_rule(bundle
 def study_years(tmp_path_factory):
     """Generated RM deaths 2005-2019 (synthetic) with the bundled births 2001-2016 and the study's
     period as custom_period: every statement over 2005-2014 itself."""
-    from infant_mortality.tools.generate_deis import Options, generate
-
-    tmp = tmp_path_factory.mktemp("study_findings_microdata")
-    out = tmp / "files"
-    generate(Options(out_dir=out, regions=("13",), years=tuple(range(2005, 2020)), deaths_encoding="utf-8",
-                     project_dir=REPO_ROOT))
-    deaths = next(out.glob("synthetic_deis_deaths_*"))
-    path = tmp / "study.duckdb"
-    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+fct_study_findings"], path,
-            {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths), "deis_cache_dir": str(tmp / "cache"),
-             "custom_period": {"start": 2005, "end": 2014}})
-    return path
+    return microdata_warehouse(tmp_path_factory.mktemp("study_findings_microdata"), ("13",), range(2005, 2020),
+                               ["+fct_study_findings"], births="bundled", generator={"deaths_encoding": "utf-8"},
+                               custom_period={"start": 2005, "end": 2014}).path
 
 
 def test_with_deaths_2005_2019_every_statement_is_computed_over_the_study_period(study_years):

@@ -1,7 +1,7 @@
 """Fault injection on generated DEIS microdata (issue 18): every case is built for real by dbt.
 
 The promise: every published rate equals what the clean input gives, or is unavailable with an
-audit row naming the cell (tests/python/promise.py); otherwise the build stops with a message
+audit row naming the cell (tests/promise.py); otherwise the build stops with a message
 naming the file and the line. One clean build is shared by the module; each case mutates a copy
 of the generated files.
 """
@@ -18,29 +18,24 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
+from conftest import microdata_vars, microdata_warehouse, query, run_dbt
 from infant_mortality.dbt_plugins.deis_files import DEATHS_COLUMNS
-from infant_mortality.tools.generate_deis import Options, generate
 from promise import check_promise
+
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
+pytestmark = pytest.mark.e2e
 
 # Arica y Parinacota: 4 communes, two years; small enough for a dozen builds.
 DEATHS = "synthetic_deis_deaths_2018_2019.csv"
 STOP_SELECT = ["build", "--indirect-selection", "cautious", "--select", "+int_deis__input_checks"]
 
 
-def micro_vars(deaths: Path, births: Path, cache: Path, **extra) -> dict:
-    return {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
-            "deis_births_path": str(births), "deis_cache_dir": str(cache), **extra}
-
-
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     """The generated files and the warehouse built from them, untouched."""
-    tmp = tmp_path_factory.mktemp("faults_clean")
-    generate(Options(out_dir=tmp / "files", regions=("15",), years=(2018, 2019), project_dir=REPO_ROOT))
-    database = tmp / "clean.duckdb"
-    run_dbt(["build"], database, micro_vars(tmp / "files" / DEATHS, tmp / "files" / "nacimientos", tmp / "cache"))
-    return tmp / "files", database
+    built = microdata_warehouse(tmp_path_factory.mktemp("faults_clean"), ("15",), (2018, 2019))
+    assert built.deaths.name == DEATHS
+    return built.files, built.path
 
 
 def copy_inputs(clean, tmp_path: Path) -> Path:
@@ -61,7 +56,7 @@ def edit_line(path: Path, number: int, edit) -> str:
 
 
 def assert_stops(tmp_path: Path, deaths: Path, births: Path, *expected: str, select=STOP_SELECT, **extra):
-    result = run_dbt(select, tmp_path / "faulted.duckdb", micro_vars(deaths, births, tmp_path / "cache", **extra),
+    result = run_dbt(select, tmp_path / "faulted.duckdb", microdata_vars(deaths, births, tmp_path / "cache", **extra),
                      check=False)
     assert result.returncode != 0, "the build should have stopped"
     for text in expected:
@@ -71,7 +66,7 @@ def assert_stops(tmp_path: Path, deaths: Path, births: Path, *expected: str, sel
 
 def assert_promise(clean, tmp_path: Path, deaths: Path, births: Path) -> Path:
     database = tmp_path / "faulted.duckdb"
-    run_dbt(["build"], database, micro_vars(deaths, births, tmp_path / "cache"))
+    run_dbt(["build"], database, microdata_vars(deaths, births, tmp_path / "cache"))
     assert check_promise(clean[1], database) == []
     return database
 
@@ -106,7 +101,7 @@ def test_with_the_audit_policy_malformed_records_are_audited_and_counted_nowhere
     mutate(deaths)
     database = tmp_path / "audit.duckdb"
     run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_data_quality"], database,
-            micro_vars(deaths, files / "nacimientos", tmp_path / "cache", deis_malformed_records="audit"))
+            microdata_vars(deaths, files / "nacimientos", tmp_path / "cache", deis_malformed_records="audit"))
     # The generated files also carry a few blank or invalid causes by design, audited per
     # commune-year (test_causes.py); the records here are the malformed ones.
     rows = query(database, "select source_line, check_name, observed_value, affects_results "
@@ -138,7 +133,7 @@ def test_loose_number_forms_are_not_read_as_numbers_in_any_field(clean, tmp_path
     edit_line(deaths, 11, lambda f: f[:4] + ["-1"] + f[5:])
     database = tmp_path / "loose.duckdb"
     run_dbt(["build", "--select", "+stg_deis__births", "+stg_deis__deaths"], database,
-            micro_vars(deaths, files / "nacimientos", tmp_path / "cache"))
+            microdata_vars(deaths, files / "nacimientos", tmp_path / "cache"))
     rows = dict((line, values) for line, *values in query(database, f"""
         select source_line, birth_month, birth_day, weight_g, length_cm, gestational_weeks, mother_age
         from staging.stg_deis__births where source_file = ? and source_line between 2 and 7""", [str(births)]))
@@ -534,7 +529,7 @@ def test_with_the_audit_policy_a_file_without_records_is_listed_as_not_read(clea
                  "deis_empty_files: audit")
     database = tmp_path / "audited.duckdb"
     run_dbt(["build", "--indirect-selection", "cautious", "--select", "+audit_input_files"], database,
-            micro_vars(folder, files / "nacimientos", tmp_path / "cache", deis_empty_files="audit"))
+            microdata_vars(folder, files / "nacimientos", tmp_path / "cache", deis_empty_files="audit"))
     entries = dict(query(database, "select entry, action from marts.audit_input_files where input = 'deis_deaths'"))
     assert entries == {str(folder / DEATHS): "read",
                        str(folder / "defunciones_2020.csv"): "not read: no records (deis_empty_files: audit); "

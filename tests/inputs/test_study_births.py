@@ -9,25 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt
-from infant_mortality.tools.generate_deis import Options, generate
+from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 
 BUNDLE = "data/raw/deis_births_by_commune_year_2001_2016.csv"
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("study_births")
-    out = tmp / "files"
-    generate(Options(out_dir=out, regions=("13",), years=tuple(range(2005, 2020)), deaths_encoding="utf-8",
-                     project_dir=REPO_ROOT))
-    deaths = next(out.glob("synthetic_deis_deaths_*"))
-    path = tmp / "study.duckdb"
-    run_dbt(["build", "--indirect-selection", "cautious", "--select", "+fct_area_year_rates",
-             "+audit_data_quality", "+audit_births_sources", "assert_bundled_births_continuous_across_recodes"],
-            path, {"vital_source": "deis_microdata", "deis_deaths_path": str(deaths),
-                   "deis_cache_dir": str(tmp / "cache")})
-    return path
+    return microdata_warehouse(
+        tmp_path_factory.mktemp("study_births"), ("13",), range(2005, 2020),
+        ["+fct_area_year_rates", "+audit_data_quality", "+audit_births_sources",
+         "assert_bundled_births_continuous_across_recodes"], births="bundled", generator={"deaths_encoding": "utf-8"}).path
 
 
 def test_rm_births_2005_and_independencia_2005_2009_come_from_the_bundle(study):
