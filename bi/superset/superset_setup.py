@@ -109,8 +109,10 @@ DATASETS = {
                case when t.fitter = m.fitter then m.p_value_test_en
                     else 't test of slope = 0 (' || t.method_label || ')' end as p_value_test,
                t.trend,
-               (select string_agg(other.label_en, ', ' order by other.sort_order) from marts.dim_trend_method as other
-                where list_contains(string_split(t.methods_disagreeing, ', '), other.method)) as methods_disagreeing,
+               case when t.methods_disagreeing = '' then 'none' else
+                   (select string_agg(other.label_en, ', ' order by other.sort_order) from marts.dim_trend_method as other
+                    where list_contains(string_split(t.methods_disagreeing, ', '), other.method)) end
+                   as methods_disagreeing,
                t.note
         from marts.fct_trends as t
         join marts.dim_trend_method as m on m.method = t.method
@@ -151,8 +153,10 @@ DATASETS = {
                case when t.fitter = m.fitter then m.p_value_test_es
                     else 'prueba t de pendiente = 0 (' || t.method_label || ')' end as p_value_test,
                t.trend as trend_code, labels.trend,
-               (select string_agg(other.label_es, ', ' order by other.sort_order) from marts.dim_trend_method as other
-                where list_contains(string_split(t.methods_disagreeing, ', '), other.method)) as methods_disagreeing
+               case when t.methods_disagreeing = '' then 'ninguno' else
+                   (select string_agg(other.label_es, ', ' order by other.sort_order) from marts.dim_trend_method as other
+                    where list_contains(string_split(t.methods_disagreeing, ', '), other.method)) end
+                   as methods_disagreeing
         from marts.fct_trends as t
         join marts.dim_trend_method as m on m.method = t.method
         left join {_values(code_labels("trend.", "es"), "trend_code", "trend")} on labels.trend_code = t.trend
@@ -206,9 +210,9 @@ LABELS = {
 # A column whose header depends on its dataset: every p-value is labelled by its test.
 DATASET_LABELS = {
     "fct_commune_vs_region": {"p_value": "p (mid-p, conditional binomial)"},
-    "region_trends": {"p_value": "p (the test named beside it, slope = 0)"},
+    "region_trends": {"p_value": "p (of the test beside it)"},
     "comunas_vs_region": {"p_value": "p (p medio, binomial condicional)"},
-    "tendencias_region": {"p_value": "p (la prueba indicada al lado, pendiente = 0)"},
+    "tendencias_region": {"p_value": "p (de la prueba al lado)"},
 }
 
 
@@ -216,14 +220,14 @@ def label(dataset: str, column: str) -> str | None:
     return DATASET_LABELS.get(dataset, {}).get(column, LABELS[LANGUAGE[dataset]].get(column))
 
 
-# Charts: `key` says what each is (the same four in both dashboards). Each ratio, rate and APC
+# Charts: `key` says what each is (the region is the filter's, so no table repeats it on every row) (the same four in both dashboards). Each ratio, rate and APC
 # sits beside its own interval, and each label beside the p-value and interval of its own test.
-RANKING_COLUMNS = ["region_name", "rank_in_region", "commune_name", "commune_code", "deaths", "live_births",
+RANKING_COLUMNS = ["rank_in_region", "commune_name", "commune_code", "deaths", "live_births",
                    "rate_per_1000", "ci95_lower", "ci95_upper", "is_unreliable", "rate_ratio",
                    "rate_ratio_ci95_lower", "rate_ratio_ci95_upper"]
 TREND_TABLE_COLUMNS = ["period_start", "period_end", "n_years_used", "method_label", "apc", "apc_ci95_lower",
                        "apc_ci95_upper", "p_value", "p_value_test", "trend", "methods_disagreeing"]
-COMPARISON_COLUMNS = ["region_name", "commune_code", "commune_name", "period_label", "deaths", "live_births",
+COMPARISON_COLUMNS = ["commune_code", "commune_name", "period_label", "deaths", "live_births",
                       "rate_per_1000", "rest_rate_per_1000", "rest_rate_ratio", "rest_rate_ratio_ci95_lower",
                       "rest_rate_ratio_ci95_upper", "p_value", "comparison"]
 CHARTS = [
@@ -271,7 +275,7 @@ CHARTS = [
         "columns": TREND_TABLE_COLUMNS,
         "where": "1 = 1",
         "orderby": [["period_start", True], ["period_end", False]],
-        "width": 12, "height": 40,
+        "width": 12, "height": 50,
     },
     {
         # The test behind `comparison`: the commune against the rest of the region, with that
@@ -323,6 +327,11 @@ DASHBOARDS = [
      "filter_description": "La región cuyas comunas, tendencia y comparaciones se muestran."},
 ]
 DASHBOARD_TITLE = DASHBOARDS[0]["title"]
+# The dashboard's title in full: Superset lets its header's tags and dates squeeze it to a few
+# letters ("Mor...") when the filter bar is open on a narrow screen or a phone.
+DASHBOARD_CSS = """.header-with-actions .title-panel > div:first-child { flex-shrink: 0; max-width: 100%; }
+.header-with-actions .title-panel > div:nth-child(2) { min-width: 0; overflow: hidden; flex-wrap: nowrap; }
+"""
 CHART_KEYS = {chart["name"]: chart["key"] for dashboard in DASHBOARDS for chart in dashboard["charts"]}
 REGION_FILTER_ID = "NATIVE_FILTER-region"
 
@@ -486,7 +495,7 @@ def export(uri: str) -> None:
         db.session.flush()
         metadata = {"native_filter_configuration": [_region_filter(datasets[spec["filter_dataset"]].id, spec)],
                     "color_scheme": "", "cross_filters_enabled": False}
-        dashboard = Dashboard(dashboard_title=spec["title"], slug=spec["slug"], published=True,
+        dashboard = Dashboard(dashboard_title=spec["title"], slug=spec["slug"], published=True, css=DASHBOARD_CSS,
                               uuid=_stable_uuid(spec["title"]),
                               position_json=json.dumps(_positions(slices, spec["charts"])),
                               json_metadata=json.dumps(metadata), slices=slices)
