@@ -244,7 +244,7 @@ CHARTS = [
         "viz_type": "table",
         "columns": RANKING_COLUMNS,
         "where": f"indicator = 'imr' AND period_label = '{PERIOD}'",
-        "orderby": [["region_name", True], ["rank_in_region", True]],
+        "orderby": [["rank_in_region", True]],
         "width": 12, "height": 70,
     },
     {
@@ -289,7 +289,7 @@ CHARTS = [
         "viz_type": "table",
         "columns": COMPARISON_COLUMNS,
         "where": "indicator = 'imr'",
-        "orderby": [["region_name", True], ["commune_name", True], ["period_label", True]],
+        "orderby": [["commune_name", True], ["period_label", True]],
         "width": 12, "height": 70,
     },
 ]
