@@ -225,11 +225,12 @@ def label(dataset: str, column: str) -> str | None:
 RANKING_COLUMNS = ["rank_in_region", "commune_name", "commune_code", "deaths", "live_births",
                    "rate_per_1000", "ci95_lower", "ci95_upper", "is_unreliable", "rate_ratio",
                    "rate_ratio_ci95_lower", "rate_ratio_ci95_upper"]
-TREND_TABLE_COLUMNS = ["period_start", "period_end", "n_years_used", "method_label", "apc", "apc_ci95_lower",
-                       "apc_ci95_upper", "p_value", "p_value_test", "trend", "methods_disagreeing"]
-COMPARISON_COLUMNS = ["commune_code", "commune_name", "period_label", "deaths", "live_births",
-                      "rate_per_1000", "rest_rate_per_1000", "rest_rate_ratio", "rest_rate_ratio_ci95_lower",
-                      "rest_rate_ratio_ci95_upper", "p_value", "comparison"]
+# The label first, then its statistic, interval and p: what a phone shows before the table scrolls.
+TREND_TABLE_COLUMNS = ["period_start", "period_end", "trend", "apc", "apc_ci95_lower", "apc_ci95_upper", "p_value",
+                       "p_value_test", "method_label", "n_years_used", "methods_disagreeing"]
+COMPARISON_COLUMNS = ["commune_name", "period_label", "comparison", "rest_rate_ratio", "rest_rate_ratio_ci95_lower",
+                      "rest_rate_ratio_ci95_upper", "p_value", "rate_per_1000", "rest_rate_per_1000", "deaths",
+                      "live_births", "commune_code"]
 CHARTS = [
     {
         # RT against the whole region (log-scale interval with variance 1/d - 1/D), as the
