@@ -9,6 +9,11 @@
       min / max:            inclusive bounds (int, number); a var name means "that var's value"
       above / below:        exclusive bounds (number)
       optional: true        null (or empty text) is allowed: "not set", see the comment in dbt_project.yml
+
+    trend_method's values are a copy of the method codes of seeds/trend_methods.csv (their one
+    home): this check runs while dbt parses, before any seed is loaded, and dbt's Jinja cannot
+    read a file, so the list is spelled here; tests/trends/test_trend_methods.py fails when the
+    two differ.
 -#}
 {% macro vars_spec() -%}
 {%- set spec_yaml -%}

@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_serve:
         return 0
     print(f"Superset: serving http://127.0.0.1:{args.port}/superset/dashboard/infant-mortality-chile/ "
-          f"(this machine only; Ctrl-C stops it; logs in {home / 'setup.log'})", flush=True)
+          f"(en español: /superset/dashboard/mortalidad-infantil-chile/; this machine only; Ctrl-C stops it; "
+          f"logs in {home / 'setup.log'})", flush=True)
     server = [str(python.with_name("superset")), "run", "--host", "127.0.0.1", "--port", str(args.port),
               "--with-threads"]
     os.execve(server[0], server, env)

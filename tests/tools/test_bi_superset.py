@@ -187,12 +187,35 @@ def test_start_writes_a_private_config_with_a_key_of_its_own_and_serves_on_local
     assert len(lines) < 20, lines
 
 
-def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(published_warehouse, superset):
+EN, ES = "infant-mortality-chile", "mortalidad-infantil-chile"  # the dashboards' slugs
+
+
+@pytest.fixture(scope="module")
+def checked(superset) -> dict:
+    """`superset_setup.py check`: what Superset sees and each chart's rows, as JSON (run once)."""
     started = time.monotonic()
     result = subprocess.run([str(superset["python"]), str(BI / "superset_setup.py"), "check"],
-                            cwd=superset["home"], env=superset["env"], capture_output=True, text=True, timeout=600)
+                            cwd=superset["home"], env=superset["env"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     check = json.loads(result.stdout[result.stdout.index("{\n"):])
+    print(f"\nSuperset check: {time.monotonic() - started:.0f} s")
+    return check
+
+
+def _seed(name: str) -> list[dict]:
+    import csv
+
+    return list(csv.DictReader((REPO_ROOT / "seeds" / f"{name}.csv").open(encoding="utf-8")))
+
+
+def _report_messages() -> dict:
+    from infant_mortality.report.i18n import MESSAGES
+
+    return MESSAGES
+
+
+def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(published_warehouse, checked):
+    check = checked
     # The database, read-only, on the stable published path (not today's release folder).
     assert check["database"] == "Infant mortality (DuckDB)" and check["backend"] == "duckdb"
     assert check["uri"] == f"duckdb:///{published_warehouse.path}"
@@ -204,21 +227,24 @@ def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(pu
     for table, columns in expected.items():
         assert [name for name, _ in check["marts"][table]] == [name for name, _ in columns], table
         assert all(type_name and type_name != "NullType" for _, type_name in check["marts"][table]), table
-    charts = check["dashboard"]["charts"]
-    assert check["dashboard"]["title"] == "Infant mortality by commune (Chile)" and len(charts) == 4
+    assert sorted(check["dashboards"]) == sorted([EN, ES])
+    english = check["dashboards"][EN]
+    assert english["title"] == "Infant mortality by commune (Chile)"
+    charts = english["charts"]
+    assert sorted(charts) == ["ranking", "table", "trend", "trend table"]
 
     # The ranking: the default region's communes only, by rank, each RT with its own interval.
-    ranking = next(c for name, c in charts.items() if "(ranking)" in name)
+    ranking = charts["ranking"]
     rm = query(published_warehouse.path, "select rank_in_region, commune_name, rate_ratio, rate_ratio_ci95_lower, "
                "rate_ratio_ci95_upper from marts.fct_commune_vs_region where indicator = 'imr' "
                "and period_label = '2010-2019' and region_name = ? order by rank_in_region", [RM])
     assert ranking["rows"] == len(rm) == 52
     assert [(r["rank_in_region"], r["commune_name"], r["rate_ratio"], r["rate_ratio_ci95_lower"],
              r["rate_ratio_ci95_upper"]) for r in ranking["first_rows"]] == [tuple(row) for row in rm[:3]]
-    assert {r["region_name"] for r in ranking["first_rows"]} == {RM}
+    assert "region_name" not in ranking["colnames"]  # the filter's: not repeated on every row
     assert "rest_rate_ratio_ci95_lower" not in ranking["first_rows"][0]
     # The region's trend by year, with Chile's rate beside it.
-    trend = next(c for name, c in charts.items() if "(trend)" in name)
+    trend = charts["trend"]
     yearly = query(published_warehouse.path, "select region.year, region.rate_per_1000, country.rate_per_1000 "
                    "from marts.fct_area_year_rates as region join marts.fct_area_year_rates as country "
                    "using (year, indicator) where region.area_level = 'region' and region.area_name = ? "
@@ -226,23 +252,122 @@ def test_superset_lists_every_mart_and_runs_each_chart_with_the_marts_numbers(pu
     assert trend["rows"] == len(yearly) == 10
     for row, (year, rate, chile) in zip(trend["first_rows"], yearly):
         assert row["Region"] == pytest.approx(rate) and row["Chile"] == pytest.approx(chile)
-    # The region's APC over each period, from fct_trends, by the headline method.
-    apc = next(c for name, c in charts.items() if "(trend table)" in name)
-    trends = query(published_warehouse.path, "select period_start, period_end, apc from marts.fct_trends where "
-                   "area_level = 'region' and area_name = ? and indicator = 'imr' "
-                   "and method = (select trend_method from marts.meta_build) order by period_start, period_end desc",
+    # The region's APC over each period, from fct_trends, by the headline method, each p with its test.
+    apc = charts["trend table"]
+    trends = query(published_warehouse.path, "select t.period_start, t.period_end, t.apc, d.p_value_test_en "
+                   "from marts.fct_trends as t join marts.dim_trend_method as d using (method) where "
+                   "t.area_level = 'region' and t.area_name = ? and t.indicator = 'imr' "
+                   "and t.method = (select trend_method from marts.meta_build) order by period_start, period_end desc",
                    [RM])
     assert apc["rows"] == len(trends) == 3
-    assert [(r["period_start"], r["period_end"], r["apc"]) for r in apc["first_rows"]] == [tuple(t) for t in trends]
+    assert [(r["period_start"], r["period_end"], r["apc"], r["p_value_test"]) for r in apc["first_rows"]] == \
+        [tuple(t) for t in trends]
     # Against the rest of the region: every period of the region's communes.
-    table = next(c for name, c in charts.items() if "(table)" in name)
+    table = charts["table"]
     assert table["rows"] == 52 * 3
-    assert {"region_name", "rest_rate_ratio", "rest_rate_ratio_ci95_lower", "comparison"} <= set(table["first_rows"][0])
+    assert {"rest_rate_ratio", "rest_rate_ratio_ci95_lower", "comparison"} <= set(table["first_rows"][0])
     # Each p-value labelled by its test, as Superset shows the datasets' columns.
     assert check["datasets"]["fct_commune_vs_region"]["p_value"] == "p (mid-p, conditional binomial)"
-    assert check["datasets"]["region_trends"]["p_value"] == "p (trend test of the method shown, slope = 0)"
-    print(f"\nSuperset check: marts {len(check['marts'])}; chart rows "
-          + ", ".join(f"{n!r}: {c['rows']}" for n, c in charts.items()) + f"; {time.monotonic() - started:.0f} s")
+    assert check["datasets"]["region_trends"]["p_value"] == "p (of the test beside it)"
+    print(f"\nSuperset: marts {len(check['marts'])}; chart rows "
+          + ", ".join(f"{n!r}: {c['rows']}" for n, c in charts.items()))
+
+
+def test_the_spanish_dashboard_shows_the_marts_numbers_with_spanish_labels(published_warehouse, checked):
+    spanish = checked["dashboards"][ES]
+    assert spanish["title"] == "Mortalidad infantil por comuna (Chile)"
+    charts = spanish["charts"]
+    assert sorted(charts) == ["ranking", "table", "trend", "trend table"]
+    english = checked["dashboards"][EN]["charts"]
+    # The same numbers as the English dashboard and the marts, row for row.
+    for key in ("ranking", "table"):
+        assert charts[key]["rows"] == english[key]["rows"]
+        numeric = [c for c in english[key]["colnames"] if isinstance(english[key]["first_rows"][0][c], (int, float))
+                   and not isinstance(english[key]["first_rows"][0][c], bool)]
+        assert numeric and [[r[c] for c in numeric] for r in charts[key]["first_rows"]] == \
+            [[r[c] for c in numeric] for r in english[key]["first_rows"]], key
+    first = query(published_warehouse.path, "select commune_name, rate_per_1000, is_unreliable from "
+                  "marts.fct_commune_vs_region where indicator = 'imr' and period_label = '2010-2019' "
+                  "and region_name = ? and rank_in_region = 1", [RM])[0]
+    row = charts["ranking"]["first_rows"][0]
+    assert (row["commune_name"], row["rate_per_1000"], row["is_unreliable"]) == \
+        (first[0], first[1], "sí" if first[2] else "no")
+    for ours, theirs in zip(charts["trend"]["first_rows"], english["trend"]["first_rows"]):
+        assert (ours["Región"], ours["Chile"]) == (theirs["Region"], theirs["Chile"])
+    # Method, p's test and class in Spanish: from dim_trend_method and the report's own catalogue.
+    messages = _report_messages()
+    trends = query(published_warehouse.path, "select t.apc, t.p_value, d.label_es, d.p_value_test_es, t.trend "
+                   "from marts.fct_trends as t join marts.dim_trend_method as d using (method) where "
+                   "t.area_level = 'region' and t.area_name = ? and t.indicator = 'imr' and t.fitter = d.fitter "
+                   "and t.method = (select trend_method from marts.meta_build) order by period_start, period_end desc",
+                   [RM])
+    assert [(r["apc"], r["p_value"], r["method_label"], r["p_value_test"], r["trend"])
+            for r in charts["trend table"]["first_rows"]] == \
+        [(apc, p, method, test, messages[f"trend.{code}"][0]) for apc, p, method, test, code in trends]
+    comparison = {code: messages[f"comparison.short.{code}"][0] for code in ("higher", "lower", "similar")}
+    codes = dict(((r[0], r[1]), r[2]) for r in query(
+        published_warehouse.path, "select commune_code, period_label, comparison from marts.fct_commune_vs_region "
+        "where indicator = 'imr'"))
+    for row in charts["table"]["rows_every_region"]:
+        assert row["comparison"] == comparison[codes[(row["commune_code"], row["period_label"])]]
+    # Headers, names and descriptions in Spanish; no English code or word of the marts on show.
+    headers = checked["datasets"]
+    for dataset in ("comunas_vs_region", "tasas_anuales_region", "tendencias_region"):
+        shown = {c for key, chart in charts.items() if chart["dataset"] == dataset and key != "trend"  # metrics
+                 for c in chart["colnames"]}
+        assert all(headers[dataset][c] for c in shown), dataset
+    assert headers["comunas_vs_region"]["p_value"] == "p (p medio, binomial condicional)"
+    assert headers["tendencias_region"]["p_value"] == "p (de la prueba al lado)"
+    assert headers["comunas_vs_region"]["rate_per_1000"] == "Tasa por 1.000 NV"
+    english_words = {"increasing", "decreasing", "stationary", "not_confirmed", "not_estimable", "insufficient_data",
+                     "higher", "lower", "true", "false", *(r["label_en"] for r in _seed("trend_methods")),
+                     *(r["method"] for r in _seed("trend_methods"))}
+    for key, chart in charts.items():
+        words = {part.strip() for row in chart["rows_every_region"] for value in row.values()
+                 if isinstance(value, str) for part in value.split(",")}
+        assert not words & english_words, (key, words & english_words)
+        assert "(" in chart["name"] and chart["description"] and "the " not in chart["description"], key
+
+
+# Each label of a chart and the interval that must agree with it: above `null` (the interval
+# excludes it upwards), below it, or containing it. The labels in English (the marts' codes) and
+# in Spanish (the report's words).
+LABEL_RULES = {
+    "comparison": {"interval": ("rest_rate_ratio_ci95_lower", "rest_rate_ratio_ci95_upper"), "null": 1.0,
+                   "above": {"higher", "mayor"}, "below": {"lower", "menor"}, "neutral": {"similar"}},
+    "trend": {"interval": ("apc_ci95_lower", "apc_ci95_upper"), "null": 0.0,
+              "above": {"increasing", "Creciente"}, "below": {"decreasing", "Decreciente"},
+              "neutral": {"stationary", "Estacionaria"}},
+}
+
+
+def test_no_chart_shows_a_label_that_contradicts_the_interval_beside_it(checked):
+    """Every row of every chart's query on the published warehouse, every region, both
+    dashboards: a label (higher, increasing, ...) stands beside the interval of its own test, and
+    that interval says the same (issue 44: 13 rows said "higher" beside an interval with 1 in it)."""
+    rows_checked, contradictions = 0, []
+    for slug, dashboard in checked["dashboards"].items():
+        for key, chart in dashboard["charts"].items():
+            for column, rule in LABEL_RULES.items():
+                if column not in chart["colnames"]:
+                    continue
+                lower, upper = rule["interval"]
+                # The label's own interval is the one shown, and no other ratio interval beside it.
+                assert {lower, upper} <= set(chart["colnames"]), (slug, key)
+                assert not any("exact" in c for c in chart["colnames"]), (slug, key)
+                for row in chart["rows_every_region"]:
+                    low, high, label = row[lower], row[upper], row[column]
+                    low = None if low is None or low != low else low  # a null reaches JSON as NaN
+                    high = float("inf") if high is None or high != high else high  # unbounded
+                    rows_checked += 1
+                    wrong = ((label in rule["above"] and not (low is not None and low > rule["null"]))
+                             or (label in rule["below"] and not high < rule["null"])
+                             or (label in rule["neutral"] and not (low is not None and low <= rule["null"] <= high)))
+                    if wrong:
+                        contradictions.append((slug, key, row.get("commune_name") or row.get("period_start"), label,
+                                               low, high))
+    assert rows_checked > 2 * 346 * 3
+    assert contradictions == [], contradictions[:20]
 
 
 def _evaluate(page, expression: str):
@@ -262,8 +387,8 @@ def _wait_for(page, expression: str, what: str, timeout: float = 240):
 
 READ_BACK = """(async function () {
   const token = (await (await fetch('/api/v1/security/csrf_token/')).json()).result;
-  const charts = (await (await fetch('/api/v1/dashboard/infant-mortality-chile/charts')).json()).result;
-  const ranking = charts.find(c => c.slice_name.endsWith('(ranking)'));
+  const charts = (await (await fetch('/api/v1/dashboard/SLUG/charts')).json()).result;
+  const ranking = charts.find(c => c.slice_name.endsWith('RANKING'));
   const chart = (await (await fetch('/api/v1/chart/' + ranking.id)).json()).result;
   const context = JSON.parse(chart.query_context);
   context.queries[0].filters = [{col: 'region_name', op: 'IN', val: [REGION]}];
@@ -271,14 +396,51 @@ READ_BACK = """(async function () {
     headers: {'Content-Type': 'application/json', 'X-CSRFToken': token}});
   return {status: answer.status, body: await answer.json()};
 })()"""
+CHARTS_DRAWN = ("document.querySelectorAll('.dashboard-chart table tbody tr').length > 20 && "
+                "!!document.querySelector('.dashboard-chart canvas') && "
+                "document.querySelectorAll('.dashboard-chart table').length >= 3")
+TABLE_CELLS = ("Array.from(document.querySelectorAll('.dashboard-chart table tbody td'))"
+               ".map(c => c.textContent.trim())")
+HEADERS = ("Array.from(document.querySelectorAll('.dashboard-chart table thead th'))"
+           ".map(c => c.textContent.trim())")
 
 
-def test_a_browser_logs_in_renders_the_dashboard_and_reads_a_chart_back(published_warehouse, superset, tmp_path):
+def _draw(page, url: str, width: int, shot: Path) -> float:
+    """Open a dashboard in `page`, wait for its four charts, save the viewport as `shot`."""
+    started = time.monotonic()
+    page.send("Page.navigate", {"url": url})
+    _wait_for(page, "document.readyState == 'complete'", "the page")
+    _wait_for(page, CHARTS_DRAWN, f"the dashboard's charts at {width} px")
+    time.sleep(2)  # the last chart's animation
+    assert not page.eval("document.querySelectorAll('.dashboard-chart .alert, .dashboard-chart [role=alert]').length")
+    # The viewport as it is (a capture beyond it makes Superset lay the grid out again, blank).
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    shot.write_bytes(base64.b64decode(page.send("Page.captureScreenshot", {"format": "png"})["data"]))
+    assert shot.stat().st_size > 60_000  # drawn charts (the blank grid is about 40 kB)
+    return time.monotonic() - started
+
+
+def _visible_numbers(page) -> list[str]:
+    """Table cells holding a number that a person sees: inside the viewport horizontally (a
+    table that scrolls sideways hides the others) and not clipped to nothing."""
+    return page.eval(
+        "Array.from(document.querySelectorAll('.dashboard-chart table tbody td')).filter(c => {"
+        " const r = c.getBoundingClientRect(); return r.width > 8 && r.left >= 0 && r.right <= innerWidth"
+        " && /^-?[0-9][0-9.,]*$/.test(c.textContent.trim()); }).map(c => c.textContent.trim())")
+
+
+def test_a_browser_logs_in_renders_both_dashboards_and_reads_a_chart_back(published_warehouse, superset, tmp_path):
     from infant_mortality.report.browser import Browser, find_chromium
 
     if find_chromium() is None:
         pytest.skip("Chromium is not installed (.ci/run installs it)")
+    shots = Path(os.environ.get("IMR_SUPERSET_SCREENSHOTS") or tmp_path)
+    first = query(published_warehouse.path, "select commune_name, rate_per_1000 from marts.fct_commune_vs_region "
+                  "where indicator = 'imr' and period_label = '2010-2019' and region_name = ? "
+                  "and rank_in_region = 1", [RM])[0]
+    messages = _report_messages()
     started = time.monotonic()
+    times = {}
     with Browser() as browser:
         page = browser.open(superset["url"] + "/login/", 1400, 2200)  # the whole dashboard in view
         _wait_for(page, "!!document.querySelector('input#username')", "the login form", 120)
@@ -287,43 +449,48 @@ def test_a_browser_logs_in_renders_the_dashboard_and_reads_a_chart_back(publishe
             page.send("Input.insertText", {"text": text})
         page.click("button[type=submit]")
         _wait_for(page, "location.pathname.indexOf('/login') < 0 && document.readyState == 'complete'", "the login")
-        page.send("Page.navigate", {"url": superset["url"] + "/superset/dashboard/infant-mortality-chile/"})
-        # Four charts drawn: three tables with rows and the trend's canvas, no error box.
-        _wait_for(page, "document.querySelectorAll('.dashboard-chart table tbody tr').length > 20 && "
-                        "!!document.querySelector('.dashboard-chart canvas') && "
-                        "document.querySelectorAll('.dashboard-chart table').length >= 3", "the dashboard's charts")
-        time.sleep(2)  # the last chart's animation
-        assert not page.eval("document.querySelectorAll('.dashboard-chart .alert, .dashboard-chart [role=alert]').length")
-        rendered = time.monotonic() - started
-        # The viewport as it is (a capture beyond it makes Superset lay the grid out again, blank).
-        shot = Path(os.environ.get("IMR_SUPERSET_SCREENSHOTS") or tmp_path) / "dashboard-1400.png"
-        shot.parent.mkdir(parents=True, exist_ok=True)
-        shot.write_bytes(base64.b64decode(page.send("Page.captureScreenshot", {"format": "png"})["data"]))
-        assert shot.stat().st_size > 100_000  # drawn charts (the blank grid is about 40 kB)
-        # What the page shows: the RM's first-ranked commune and its rate rounded as the report rounds.
-        first = query(published_warehouse.path, "select commune_name, rate_per_1000 from marts.fct_commune_vs_region "
-                      "where indicator = 'imr' and period_label = '2010-2019' and region_name = ? "
-                      "and rank_in_region = 1", [RM])[0]
-        cells = page.eval("Array.from(document.querySelector('.dashboard-chart table tbody tr').cells)"
-                          ".map(c => c.textContent.trim())")
-        assert cells[:3] == [RM, "1", first[0]] and f"{first[1]:.2f}" in cells
-        numbers = page.eval("Array.from(document.querySelectorAll('.dashboard-chart table tbody td'))"
-                            ".map(c => c.textContent.trim()).filter(t => /^-?[0-9][0-9.,]*$/.test(t))")
-        assert numbers and all(not re.search(r"\.\d{4,}", n) for n in numbers)  # no 15 decimals
+        for slug, name in ((EN, "dashboard"), (ES, "dashboard-es")):
+            times[name] = _draw(page, f"{superset['url']}/superset/dashboard/{slug}/", 1400, shots / f"{name}-1400.png")
+            # What the page shows: the RM's first-ranked commune and its rate rounded as the report rounds.
+            cells = page.eval("Array.from(document.querySelector('.dashboard-chart table tbody tr').cells)"
+                              ".map(c => c.textContent.trim())")
+            assert cells[:2] == ["1", first[0]] and f"{first[1]:.2f}" in cells
+            numbers = [n for n in page.eval(TABLE_CELLS) if re.fullmatch(r"-?[0-9][0-9.,]*", n)]
+            assert numbers and all(not re.search(r"\.\d{4,}", n) for n in numbers)  # no 15 decimals
+            text, headers = page.eval("document.body.innerText"), page.eval(HEADERS)
+            if slug == ES:
+                assert "Mortalidad infantil por comuna (Chile)" in text and "Región" in text
+                assert {"Tasa por 1.000 NV", "RT IC 95% inf.", "Prueba de p", "Tendencia",
+                        "p (p medio, binomial condicional)"} <= set(headers), headers
+                shown = set(page.eval(TABLE_CELLS))
+                assert shown & {messages[f"comparison.short.{c}"][0] for c in ("higher", "lower", "similar")}
+                assert shown & {messages[f"trend.{c}"][0] for c in ("increasing", "decreasing", "stationary")}
+                assert not shown & {"increasing", "decreasing", "stationary", "higher", "lower", "true", "false",
+                                    "Poisson regression", "poisson", "prais_winsten"}, shown
         # Another region through the chart data API, in the logged-in page.
         region = "Región de Valparaíso"
-        answer = _evaluate(page, READ_BACK.replace("REGION", json.dumps(region)))
-    assert answer["status"] == 200, answer
-    rows = answer["body"]["result"][0]["data"]
+        answers = {slug: _evaluate(page, READ_BACK.replace("SLUG", slug).replace("RANKING", ending).replace(
+            "REGION", json.dumps(region))) for slug, ending in ((EN, "(ranking)"), (ES, "(clasificación)"))}
+        # On a phone: every chart draws, and the ranking's first numbers are in view.
+        for slug, name in ((EN, "dashboard"), (ES, "dashboard-es")):
+            phone = browser.open("about:blank", 420, 3000)
+            times[f"{name}-420"] = _draw(phone, f"{superset['url']}/superset/dashboard/{slug}/", 420,
+                                         shots / f"{name}-420.png")
+            visible = _visible_numbers(phone)
+            assert "1" in visible and len(visible) >= 10, visible
     expected = query(published_warehouse.path, "select rank_in_region, commune_name, rate_ratio, rate_ratio_ci95_lower, "
                      "rate_ratio_ci95_upper from marts.fct_commune_vs_region where indicator = 'imr' "
                      "and period_label = '2010-2019' and region_name = ? order by rank_in_region", [region])
-    assert len(rows) == len(expected) == 38
-    assert [(r["rank_in_region"], r["commune_name"]) for r in rows] == [tuple(e[:2]) for e in expected]
-    for row, (*_, ratio, lower, upper) in zip(rows, expected):
-        assert (row["rate_ratio"], row["rate_ratio_ci95_lower"], row["rate_ratio_ci95_upper"]) == \
-            pytest.approx((ratio, lower, upper), nan_ok=True)
-    print(f"\nSuperset in Chromium: login and four charts in {rendered:.0f} s; {region}: {len(rows)} communes read back")
+    for slug, answer in answers.items():
+        assert answer["status"] == 200, answer
+        rows = answer["body"]["result"][0]["data"]
+        assert len(rows) == len(expected) == 38
+        assert [(r["rank_in_region"], r["commune_name"]) for r in rows] == [tuple(e[:2]) for e in expected]
+        for row, (*_, ratio, lower, upper) in zip(rows, expected):
+            assert (row["rate_ratio"], row["rate_ratio_ci95_lower"], row["rate_ratio_ci95_upper"]) == \
+                pytest.approx((ratio, lower, upper), nan_ok=True)
+    print(f"\nSuperset in Chromium: {time.monotonic() - started:.0f} s; "
+          + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + f"; {region}: {len(expected)} communes read back")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,13 +509,19 @@ def test_the_export_labels_each_p_value_by_its_test_and_locks_the_database_down(
     # Every p-value column of every dataset says which test gave it; none of them is just "mid-p".
     p_columns = {(name, column): label for name, columns in labels.items() for column, label in columns.items()
                  if re.search(r"(^|_)p(_value)?$", column)}
-    assert ("fct_commune_vs_region", "p_value") in p_columns and ("region_trends", "p_value") in p_columns
+    assert {(d, "p_value") for d in ("fct_commune_vs_region", "region_trends", "comunas_vs_region",
+                                     "tendencias_region")} <= set(p_columns)
     assert all(label and label.startswith("p (") and label.endswith(")") for label in p_columns.values()), p_columns
     assert labels["fct_commune_vs_region"]["p_value"] == "p (mid-p, conditional binomial)"
-    # The trend table's rows are the headline method's fits, named on every row: its p is the slope's.
-    assert "method = (select trend_method from marts.meta_build)" in datasets["region_trends"]["sql"]
-    assert labels["region_trends"]["p_value"] == "p (trend test of the method shown, slope = 0)"
-    assert labels["region_trends"]["method_label"] == "Method"
+    assert labels["comunas_vs_region"]["p_value"] == "p (p medio, binomial condicional)"
+    # The trend tables' rows are the headline method's fits, named on every row with the test of
+    # their p (dim_trend_method): never "mid-p", which is the comparison's test.
+    for name, language in (("region_trends", "en"), ("tendencias_region", "es")):
+        sql = datasets[name]["sql"]
+        assert "t.method = (select trend_method from marts.meta_build)" in sql
+        assert f"m.p_value_test_{language}" in sql and "join marts.dim_trend_method" in sql
+        assert "mid-p" not in labels[name]["p_value"] and "medio" not in labels[name]["p_value"]
+    assert labels["region_trends"]["method_label"] == "Method" and labels["tendencias_region"]["method_label"] == "Método"
     # RR's interval: ci95 is the mid-p one (the test's own), the exact one beside it is conservative.
     commune = labels["fct_commune_vs_region"]
     for side, word in (("lower", "low"), ("upper", "high")):
@@ -360,6 +533,49 @@ def test_the_export_labels_each_p_value_by_its_test_and_locks_the_database_down(
     (database,) = _export_files("databases").values()
     assert database["extra"] == {"engine_params": {"connect_args": {"read_only": True, "config": LOCKED_DOWN}}}
     assert not any(database[flag] for flag in ("allow_dml", "allow_ctas", "allow_cvas", "allow_file_upload"))
+
+
+def test_the_spanish_dashboard_s_words_come_from_one_home_each():
+    """Two dashboards, the same four charts; the Spanish one's headers, names, filter and
+    descriptions in Spanish, its method names and p tests joined from dim_trend_method, and its
+    trend classes and comparison labels the report's own words (report/i18n.py), not a copy."""
+    dashboards = {d["slug"]: d for d in _export_files("dashboards").values()}
+    assert sorted(dashboards) == sorted([EN, ES])
+    spanish = dashboards[ES]
+    assert spanish["dashboard_title"] == "Mortalidad infantil por comuna (Chile)"
+    (region_filter,) = spanish["metadata"]["native_filter_configuration"]
+    assert region_filter["name"] == "Región" and region_filter["description"].startswith("La región")
+    charts = {c["uuid"]: c for c in _export_files("charts").values()}
+    in_spanish = [charts[p["meta"]["uuid"]] for p in spanish["position"].values()
+                  if isinstance(p, dict) and p.get("type") == "CHART"]
+    in_english = [charts[p["meta"]["uuid"]] for p in dashboards[EN]["position"].values()
+                  if isinstance(p, dict) and p.get("type") == "CHART"]
+    assert len(in_spanish) == len(in_english) == 4
+    datasets = {c["uuid"]: c for c in _export_files("datasets").values()}
+    for chart in in_spanish:
+        dataset = datasets[chart["dataset_uuid"]]
+        assert dataset["table_name"] in ("comunas_vs_region", "tasas_anuales_region", "tendencias_region")
+        assert chart["description"] and " de la " in chart["description"], chart["slice_name"]
+        headers = {c["column_name"]: c["verbose_name"] for c in dataset["columns"]}
+        for column in chart["params"].get("all_columns", []):
+            assert headers[column], (chart["slice_name"], column)
+        for metric in chart["params"].get("metrics", []):
+            assert metric["label"] in ("Región", "IC 95% inf.", "IC 95% sup.", "Chile")
+    messages = _report_messages()
+    by_name = {d["table_name"]: d["sql"] for d in datasets.values()}
+    for prefix, dataset in (("trend.", "tendencias_region"), ("comparison.short.", "comunas_vs_region")):
+        pairs = dict(re.findall(r"\('([a-z_]+)', '([^']+)'\)", by_name[dataset]))
+        catalogue = {k[len(prefix):]: v[0] for k, v in messages.items()
+                     if k.startswith(prefix) and re.fullmatch(r"[a-z_]+", k[len(prefix):]) and k != "trend.none"}
+        assert pairs == catalogue, dataset
+    from infant_mortality.statistics.trends import TREND_CLASSES
+
+    assert set(TREND_CLASSES) <= set(re.findall(r"\('([a-z_]+)', '", by_name["tendencias_region"]))
+    # Method names come from data, never typed into a chart or a dataset.
+    text = "".join(path.read_text() for path in EXPORT.rglob("*.yaml"))
+    for row in _seed("trend_methods"):
+        assert row["label_es"] not in text, row["label_es"]
+        assert row["p_value_test_en"] not in text and row["p_value_test_es"] not in text
 
 
 def _mode(path: Path) -> int:
