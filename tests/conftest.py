@@ -68,6 +68,15 @@ def run_unit_tests(duckdb_path: Path, dbt_vars: dict | None = None) -> tuple[set
     return passed, result.stdout
 
 
+def seed_column(seed: str, column: str) -> list[str]:
+    """One column of a seed, in its order: the lists (indicators, stratifiers, trend methods)
+    that tests loop over instead of spelling them (tests/house/test_one_home.py)."""
+    import csv
+
+    with open(REPO_ROOT / "seeds" / seed, encoding="utf-8") as handle:
+        return [row[column] for row in csv.DictReader(handle)]
+
+
 def query(duckdb_path: Path, sql: str, params=None):
     """Rows of a query on a built warehouse, opened read-only and closed at once."""
     with duckdb.connect(str(duckdb_path), read_only=True) as con:

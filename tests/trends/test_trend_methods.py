@@ -61,9 +61,7 @@ def test_no_model_yaml_or_sql_spells_the_list_of_methods():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if spelled.search(line):
                 found.append(f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}")
-    # fct_trend_calibration's check is the last copy, outside this change (issue 43): it goes too.
-    known = [f for f in found if f.startswith("models/trends/fct_trend_calibration.yml:")]
-    assert [f for f in found if f not in known] == []
+    assert found == []
     trends = yaml.safe_load((REPO_ROOT / "models" / "trends" / "fct_trends.yml").read_text(encoding="utf-8"))
     method = next(c for c in trends["models"][0]["columns"] if c["name"] == "method")
     assert {"to": "ref('dim_trend_method')", "field": "method"} in [

@@ -11,6 +11,7 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
 
+from conftest import seed_column
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.statistics.trends import MART_METHODS, OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
 
@@ -608,7 +609,7 @@ def test_method_agreement_names_every_method_that_classes_a_series_otherwise():
 
     series = ["area_code"]
     rows = pd.DataFrame({"area_code": ["a"] * 3 + ["b"] * 3,
-                         "method": ["prais_winsten", "poisson", "joinpoint"] * 2,
+                         "method": seed_column("trend_methods.csv", "method") * 2,
                          "trend": ["stationary", "decreasing", "decreasing",
                                    "not_confirmed", "stationary", "stationary"]})
     out = method_agreement(rows, series).set_index(["area_code", "method"])
@@ -636,7 +637,7 @@ def test_a_rate_per_100000_changes_only_the_intercept_of_every_method():
 
     per_1000 = fit_trends(frame(1000), _periods((2010, 2019))).set_index("method")
     per_100000 = fit_trends(frame(100000), _periods((2010, 2019))).set_index("method")
-    for method in ("prais_winsten", "poisson", "joinpoint"):
+    for method in seed_column("trend_methods.csv", "method"):
         a, b = per_1000.loc[method], per_100000.loc[method]
         assert b["slope_log10"] == pytest.approx(a["slope_log10"], rel=1e-9), method
         assert b["p_value"] == pytest.approx(a["p_value"], rel=1e-9), method
