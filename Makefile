@@ -30,9 +30,9 @@ warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG)
 
 ## The whole test suite (builds its own temporary warehouses; needs no `make warehouse`).
-## One worker per core, each test file on one worker (its module fixtures are built once).
+## One worker per core, each test file on one worker (its module fixtures are built once); prints the 30 slowest steps.
 test: $(STAMP)
-	$(BIN)/pytest -n auto --dist loadfile
+	$(BIN)/pytest -n auto --dist loadfile --durations=30
 
 ## The suite without its end-to-end group (browser, Superset, input fuzz, fault injection): the everyday loop.
 ## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
