@@ -112,7 +112,7 @@ def decompose(n: int, edges) -> Bym2Graph:
         marginal = (vectors ** 2) @ inverse  # diag of the generalised inverse
         factor = float(np.exp(np.mean(np.log(marginal))))
         scale[nodes] = diagonal_scale[nodes] = factor
-        gamma[position:position + len(nodes)] = inverse * factor
+        gamma[position:position + len(nodes)] = inverse / factor  # eigenvalues of (factor R)⁺
         position += len(nodes)
         rows.append(nodes)
     s = sparse.diags(np.sqrt(diagonal_scale))
@@ -159,6 +159,10 @@ def log_pc_phi(logit_phi, gamma, u: float = PC_PHI_U, alpha: float = PC_PHI_ALPH
     logit_phi = np.atleast_1d(np.asarray(logit_phi, dtype=float))
     phi = special.expit(logit_phi)
     g1 = np.asarray(gamma, dtype=float) - 1.0
+    if not np.any(g1):
+        # Islands only: φ changes nothing (every b_i is N(0, 1/τ)) and the PC prior degenerates
+        # (d = 0); a uniform prior on φ keeps the grid proper, and φ is reported as unidentified.
+        return np.log(phi) + np.log1p(-phi)
     lam = -np.log(1 - alpha) / pc_phi_distance(u, gamma)[0]
     d = pc_phi_distance(phi, gamma)
     # dK/dφ of K = d²: Σ (γ-1)² φ / (1 + φ(γ-1)); dd/dφ = K' / (2d), finite as φ -> 0.
@@ -468,7 +472,7 @@ def _bym2_one_group(group, pairs):
         sizes = np.bincount(graph.component)[graph.component]
         columns["size"][rows] = sizes
         part[rows] = np.where(graph.is_island, ISLAND, CONNECTED)
-        phi_mean = fit.phi_mean
+        phi_mean = fit.phi_mean if len(edges) else np.nan  # no neighbours at all: φ unidentified
         for i in rows[~np.isfinite(region_rate[rows])]:
             notes[i].append("no region rate: bym2_prob_exceeds_region is null")
     return pd.DataFrame({

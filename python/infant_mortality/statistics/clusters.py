@@ -77,7 +77,9 @@ def local_moran(values, neighbours: list[list[int]], permutations: int = PERMUTA
         fit = Moran_Local(values, weights, transformation="r", permutations=permutations, seed=seed,
                           keep_simulations=False)
     island = np.array([len(set(around) - {i}) == 0 for i, around in enumerate(neighbours)])
-    return (np.where(island, np.nan, fit.Is), np.where(island, np.nan, fit.p_sim),
+    # esda stores p_sim in single precision; it is (m + 1) / (P + 1) exactly.
+    p = np.round(np.asarray(fit.p_sim, dtype=float) * (permutations + 1)) / (permutations + 1)
+    return (np.where(island, np.nan, fit.Is), np.where(island, np.nan, p),
             np.where(island, 0, fit.q))
 
 
