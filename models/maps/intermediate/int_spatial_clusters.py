@@ -15,4 +15,5 @@ def model(dbt, session):
     pooled = ordered_frame(dbt.ref("fct_commune_vs_region"))
     neighbours = ordered_frame(dbt.ref("dim_commune_neighbours"))
     alpha = float(dbt.config.get("cluster_fdr_alpha"))
-    return typed_frame(commune_clusters(pooled, neighbours, alpha))
+    permutations = int(dbt.config.get("cluster_permutations"))
+    return typed_frame(commune_clusters(pooled, neighbours, alpha, permutations))

@@ -127,7 +127,7 @@ OUTPUT_DTYPES = {
 }
 
 
-def commune_clusters(pooled, neighbours, alpha: float):
+def commune_clusters(pooled, neighbours, alpha: float, permutations: int = PERMUTATIONS):
     """Rows of ``fct_spatial_clusters``: per indicator and period, over every commune of the build
     with a rate (the national graph, as the BYM2 fit), from the pooled counts (commune_code,
     commune_name, region_code, indicator, period_start, period_end, deaths, live_births) and the
@@ -158,7 +158,7 @@ def commune_clusters(pooled, neighbours, alpha: float):
             codes = group["commune_code"].to_numpy()[rows]
             position = {code: p for p, code in enumerate(codes)}
             lists = [[position[c] for c in around.get(code, ()) if c in position] for code in codes]
-            result = spatial_clusters(deaths[rows], births[rows], lists, alpha)
+            result = spatial_clusters(deaths[rows], births[rows], lists, alpha, permutations)
             for name in figures:
                 figures[name][rows] = result[name]
             kind[rows] = result["cluster_type"]
