@@ -179,3 +179,12 @@ def test_mart_rows_name_the_islands_and_leave_communes_without_births_empty():
     assert out["phi_posterior_mean"].dropna().nunique() == 1
     with pytest.raises(ValueError, match="lack columns"):
         bym2.bym2_commune_rates(pooled.drop(columns="multiplier"), neighbours)
+
+
+def test_no_death_anywhere_gives_no_posterior_and_says_why():
+    rows = [(f"0000{i}", f"c{i}", "01", "imr", 2010, 2014, 1000, 0, 100, 0.0) for i in range(3)]
+    out = bym2.bym2_commune_rates(_pooled(rows), pd.DataFrame({"commune_code": ["00000"], "neighbour_code": ["00001"]}))
+    assert out["bym2_rate_per_1000"].isna().all() and (out["crude_rate_per_1000"] == 0).all()
+    assert out["note"].str.contains("no BYM2 posterior").all() and out["method"].isna().all()
+    with pytest.raises(ValueError, match="improper"):
+        bym2.fit_bym2([0, 0], [10, 20], bym2.decompose(2, [(0, 1)]))

@@ -330,6 +330,8 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
         raise ValueError("deaths, births and the graph must have the same areas")
     if (y < 0).any() or (n <= 0).any() or not (np.isfinite(y).all() and np.isfinite(n).all()):
         raise ValueError("deaths must be >= 0 and births > 0 (areas without births are left out before)")
+    if y.sum() == 0:
+        raise ValueError("no deaths at all: with a flat intercept the posterior is improper")
     cache: dict[tuple, ConditionalFit] = {}
     last = [None]
 
@@ -470,13 +472,18 @@ def _bym2_one_group(group, pairs):
         notes[i].append("no rate: no live births in the period" if births[i] == 0 else "no rate: counts unavailable")
     rows = np.flatnonzero(has_rate)
     phi_mean = np.nan
+    if len(rows) and deaths[rows].sum() == 0:
+        # With a flat intercept and no death anywhere the posterior is improper (μ -> -∞).
+        for i in rows:
+            notes[i].append("no deaths in any commune of the indicator and period: no BYM2 posterior")
+        rows = rows[:0]
+    columns["crude"][has_rate] = deaths[has_rate] / births[has_rate] * multiplier[has_rate]
     if len(rows):
         position = {code: p for p, code in enumerate(group["commune_code"].to_numpy()[rows])}
         edges = [(position[a], position[b]) for a, b in pairs if a in position and b in position and a < b]
         graph = decompose(len(rows), edges)
         fit = fit_bym2(deaths[rows], births[rows], graph)
         scale = multiplier[rows]
-        columns["crude"][rows] = deaths[rows] / births[rows] * scale
         columns["mean"][rows] = fit.rate_mean() * scale
         columns["lower"][rows] = fit.rate_quantile(0.025) * scale
         columns["upper"][rows] = fit.rate_quantile(0.975) * scale
@@ -503,10 +510,10 @@ def _bym2_one_group(group, pairs):
         "bym2_ci95_lower": columns["lower"],
         "bym2_ci95_upper": columns["upper"],
         "bym2_prob_exceeds_region": columns["exceeds"],
-        "phi_posterior_mean": np.where(has_rate, phi_mean, np.nan),
+        "phi_posterior_mean": np.where(np.isfinite(columns["mean"]), phi_mean, np.nan),
         "spatial_part": part,
         "component_size": columns["size"],
         "scaling_factor": columns["scale"],
-        "method": np.where(has_rate, METHOD, None),
+        "method": np.where(np.isfinite(columns["mean"]), METHOD, None),
         "note": ["; ".join(n) if n else None for n in notes],
     })
