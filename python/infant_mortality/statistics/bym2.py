@@ -338,23 +338,21 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
     def at(theta, variances: bool = False) -> ConditionalFit:
         key = tuple(np.round(theta, 12))
         if key not in cache or (variances and cache[key].var is None):
-            fit = laplace_at(np.asarray(theta), y, n, graph, start=last[0], variances=variances)
+            start = cache[key].x if key in cache else last[0]
+            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances)
             last[0] = fit.x
             cache[key] = fit
         return cache[key]
 
-    found = optimize.minimize(lambda t: -at(t).log_posterior, x0=np.array([4.0, 0.0]), method="BFGS",
-                              options={"gtol": 1e-4, "eps": 1e-5})
-    mode = found.x
+    mode, hessian = _newton_mode(lambda t: -at(t).log_posterior, np.array([4.0, 0.0]))
     top = at(mode).log_posterior
-    hessian = _numerical_hessian(lambda t: -at(t).log_posterior, mode)
     values, vectors = np.linalg.eigh(hessian)
     if (values <= 0).any():
         raise RuntimeError(f"the Hessian of -log π(θ|y) at its mode is not positive definite: {values}")
     to_theta = vectors / np.sqrt(values)  # θ = mode + to_theta @ z
 
     def logdens(z):
-        return at(mode + to_theta @ z).log_posterior
+        return at(mode + to_theta @ z, variances=True).log_posterior  # every axis point is a grid point
 
     def extent(axis, sign):
         steps = 0
@@ -385,14 +383,37 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
                    mode=mode)
 
 
-def _numerical_hessian(f, x, h: float = 1e-2) -> np.ndarray:
-    k = len(x)
-    out = np.empty((k, k))
-    for a in range(k):
-        for b in range(a, k):
-            ea, eb = np.eye(k)[a] * h, np.eye(k)[b] * h
-            out[a, b] = out[b, a] = (f(x + ea + eb) - f(x + ea - eb) - f(x - ea + eb) + f(x - ea - eb)) / (4 * h * h)
-    return out
+def _newton_mode(f, x, h: float = 1e-2, tol: float = 1e-4, max_iter: int = 50):
+    """Minimum of a smooth f of two variables by Newton's method with central differences on a
+    3 x 3 stencil (9 evaluations a step: the gradient and the Hessian), falling back to BFGS where
+    the Hessian is not positive definite; returns the minimum and the Hessian there."""
+    for _ in range(max_iter):
+        gradient, hessian = _stencil(f, x, h)
+        if np.all(np.linalg.eigvalsh(hessian) > 0):
+            step = -np.linalg.solve(hessian, gradient)
+            scale = min(1.0, 2.0 / max(np.max(np.abs(step)), 1e-300))  # no jump beyond 2 units
+            step = step * scale
+            value = f(x)
+            for _ in range(30):
+                if f(x + step) <= value:
+                    break
+                step = step / 2
+            x = x + step
+            if np.max(np.abs(step)) < tol:
+                return x, _stencil(f, x, h)[1]
+        else:
+            x = optimize.minimize(f, x, method="BFGS", options={"gtol": 1e-3, "eps": 1e-5}).x
+    raise RuntimeError("the mode of log π(θ | y) was not found")
+
+
+def _stencil(f, x, h):
+    values = np.array([[f(x + np.array([i * h, j * h])) for j in (-1, 0, 1)] for i in (-1, 0, 1)])
+    gradient = np.array([values[2, 1] - values[0, 1], values[1, 2] - values[1, 0]]) / (2 * h)
+    cross = (values[2, 2] - values[2, 0] - values[0, 2] + values[0, 0]) / (4 * h * h)
+    hessian = np.array([[values[2, 1] - 2 * values[1, 1] + values[0, 1], cross * h * h],
+                        [cross * h * h, values[1, 2] - 2 * values[1, 1] + values[1, 0]]]) / (h * h)
+    return gradient, hessian
+
 
 
 # --- the mart rows ---------------------------------------------------------------------------------
