@@ -46,6 +46,10 @@ DZ = 0.75  # grid step in the standardised hyperparameter coordinates (INLA's dz
 DIFF_LOGDENS = 6.0  # grid points kept while log π(θ|y) is within this of the mode (INLA's diff.logdens)
 NEWTON_TOL = 1e-8
 METHOD = "bym2_laplace_grid"
+# θ = (log τ, logit φ) outside these is given no mass: beyond them (σ below 0.002 or above 400;
+# φ within 6e-6 of 0 or 1) the latent precision is too ill-conditioned to factorise reliably, and
+# the priors give them almost none.
+THETA_BOUNDS = ((-12.0, 12.0), (-12.0, 12.0))
 
 
 # --- the graph --------------------------------------------------------------------------------
@@ -267,6 +271,8 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: b
             if candidate >= current - 1e-12 * abs(current):
                 break
             step = step / 2
+        else:
+            break  # no step improves on x in floating point: x is the mode
         x, current = x + step, candidate
     else:
         raise RuntimeError("BYM2 Newton iterations did not converge")
@@ -337,6 +343,9 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
 
     def at(theta, variances: bool = False) -> ConditionalFit:
         key = tuple(np.round(theta, 12))
+        if not (THETA_BOUNDS[0][0] <= theta[0] <= THETA_BOUNDS[0][1]
+                and THETA_BOUNDS[1][0] <= theta[1] <= THETA_BOUNDS[1][1]):
+            return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), var=None, x=None)
         if key not in cache or (variances and cache[key].var is None):
             start = cache[key].x if key in cache else last[0]
             fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances)
@@ -389,7 +398,7 @@ def _newton_mode(f, x, h: float = 1e-2, tol: float = 1e-4, max_iter: int = 50):
     the Hessian is not positive definite; returns the minimum and the Hessian there."""
     for _ in range(max_iter):
         gradient, hessian = _stencil(f, x, h)
-        if np.all(np.linalg.eigvalsh(hessian) > 0):
+        if np.all(np.isfinite(hessian)) and np.all(np.linalg.eigvalsh(hessian) > 0):
             step = -np.linalg.solve(hessian, gradient)
             scale = min(1.0, 2.0 / max(np.max(np.abs(step)), 1e-300))  # no jump beyond 2 units
             step = step * scale
