@@ -108,3 +108,18 @@ def test_commune_rows_keep_communes_without_births_with_a_note():
     assert out["cluster_type"].notna().sum() == len(codes) - 1
     with pytest.raises(ValueError, match="alpha"):
         clusters.commune_clusters(pooled, pairs, alpha=1.5)
+
+
+def test_commune_rows_do_not_depend_on_the_input_order():
+    rng = np.random.default_rng(9)
+    neighbours = _lattice(5)
+    codes = [f"{i:05d}" for i in range(len(neighbours))]
+    births = rng.integers(200, 3000, len(codes))
+    pooled = pd.DataFrame({"commune_code": codes, "commune_name": codes, "region_code": "01", "indicator": "imr",
+                           "period_start": 2010, "period_end": 2019, "deaths": rng.poisson(births * 0.008),
+                           "live_births": births})
+    pairs = pd.DataFrame([(codes[i], codes[j]) for i, around in enumerate(neighbours) for j in around],
+                         columns=["commune_code", "neighbour_code"])
+    forward = clusters.commune_clusters(pooled, pairs, alpha=0.05)
+    backward = clusters.commune_clusters(pooled.iloc[::-1], pairs, alpha=0.05)
+    pd.testing.assert_frame_equal(forward, backward)

@@ -476,7 +476,7 @@ def bym2_commune_rates(pooled, neighbours):
     # One BLAS thread: the dense pieces are small, and several threads per process fight over the
     # cores that dbt's other threads use (measured: 4 times slower on 2 busy cores).
     with threadpool_limits(limits=1, user_api="blas"):
-        frames = [_bym2_one_group(group.reset_index(drop=True), pairs)
+        frames = [_bym2_one_group(group.sort_values("commune_code").reset_index(drop=True), pairs)
                   for _, group in pooled.groupby(GROUP, sort=True)]
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OUTPUT_DTYPES))
     out = out[list(OUTPUT_DTYPES)].astype(OUTPUT_DTYPES)

@@ -143,7 +143,8 @@ def commune_clusters(pooled, neighbours, alpha: float, permutations: int = PERMU
         around.setdefault(other, set()).add(code)
     frames = []
     for _, group in pooled.groupby(GROUP, sort=True):
-        group = group.reset_index(drop=True)
+        # The permutations are drawn in row order: sort, so the p-values do not depend on it.
+        group = group.sort_values("commune_code").reset_index(drop=True)
         deaths = pd.to_numeric(group["deaths"]).astype(float).to_numpy()
         births = pd.to_numeric(group["live_births"]).astype(float).to_numpy()
         has_rate = np.isfinite(deaths) & np.isfinite(births) & (births > 0)
