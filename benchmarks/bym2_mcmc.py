@@ -6,7 +6,7 @@ Runs in its own environment, not the warehouse's (PyMC is not a dependency of th
     python3 -m venv .venv-mcmc && .venv-mcmc/bin/pip install pymc==5.28.5
 
 Reads JSON on stdin: {"deaths": [...], "births": [...], "edges": [[i, j], ...], "thresholds":
-[...], "draws": 5000, "chains": 4, "seed": 46, "centered": false}; writes JSON on stdout with, per area, the
+[...], "draws": 5000, "chains": 4, "seed": 46, "target_accept": 0.95}; writes JSON on stdout with, per area, the
 posterior mean, sd, 2.5% and 97.5% quantiles of the rate exp(η_i) (per live birth) and
 P(rate > threshold_i), the posterior mean of φ and the sampler's diagnostics. It scales the
 ICAR itself (dense generalised inverse) rather than importing the package, so that the two fits
@@ -94,18 +94,12 @@ def main() -> int:
         if islands:
             z_island = pm.Normal("z_island", 0.0, 1.0, shape=len(islands))
             u = pt.set_subtensor(u[islands], z_island)
-        if spec.get("centered", False):
-            # b | u ~ N(σ√φ u, σ²(1-φ)) sampled directly: the better geometry when every area's
-            # data pin its b (large counts), where the non-centred v funnels against σ.
-            b = pm.Normal("b", mu=sigma * pt.sqrt(phi) * u, sigma=sigma * pt.sqrt(1 - phi), shape=n)
-            eta = mu + b
-        else:
-            v = pm.Normal("v", 0.0, 1.0, shape=n)
-            eta = mu + sigma * (pt.sqrt(phi) * u + pt.sqrt(1 - phi) * v)
+        v = pm.Normal("v", 0.0, 1.0, shape=n)
+        eta = mu + sigma * (pt.sqrt(phi) * u + pt.sqrt(1 - phi) * v)
         pm.Deterministic("rate", pt.exp(eta))
         pm.Poisson("y", mu=births * pt.exp(eta), observed=y)
         trace = pm.sample(draws=spec.get("draws", 5000), tune=spec.get("tune", 1500), chains=spec.get("chains", 4),
-                          cores=1, random_seed=spec.get("seed", 46), target_accept=0.95, progressbar=False,
+                          cores=1, random_seed=spec.get("seed", 46), target_accept=spec.get("target_accept", 0.95), progressbar=False,
                           compute_convergence_checks=False)
     rate = trace.posterior["rate"].values.reshape(-1, n)
     phi_draws = trace.posterior["phi"].values.ravel()
