@@ -99,8 +99,8 @@ def main() -> int:
         pm.Deterministic("rate", pt.exp(eta))
         pm.Poisson("y", mu=births * pt.exp(eta), observed=y)
         trace = pm.sample(draws=spec.get("draws", 5000), tune=spec.get("tune", 1500), chains=spec.get("chains", 4),
-                          cores=1, random_seed=spec.get("seed", 46), target_accept=spec.get("target_accept", 0.95), progressbar=False,
-                          compute_convergence_checks=False)
+                          cores=1, random_seed=spec.get("seed", 46), target_accept=spec.get("target_accept", 0.95),
+                          progressbar=False, compute_convergence_checks=False)
     rate = trace.posterior["rate"].values.reshape(-1, n)
     phi_draws = trace.posterior["phi"].values.ravel()
     import arviz as az
