@@ -70,14 +70,22 @@ def components(structure: sparse.spmatrix) -> np.ndarray:
     return csgraph.connected_components(abs(structure), directed=False)[1]
 
 
+def _spectrum(structure: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(eigenvalues of the generalised inverse, its diagonal) of the ICAR structure of ONE
+    connected component of at least two nodes; the component's constant gets eigenvalue 0."""
+    structure = np.asarray(structure, dtype=float)
+    if structure.shape[0] < 2:
+        raise ValueError("a component of one node has no ICAR structure (an island)")
+    values, vectors = np.linalg.eigh(structure)
+    inverse = np.where(np.arange(len(values)) == 0, 0.0, 1.0 / np.where(values > 0, values, 1.0))
+    return inverse, (vectors ** 2) @ inverse
+
+
 def scaling_factor(structure: np.ndarray) -> float:
     """Geometric mean of the marginal variances (the diagonal of the generalised inverse) of the
     ICAR structure of ONE connected component with at least two nodes: the factor INLA's
     ``scale.model`` multiplies it by (Sørbye and Rue 2014), so that scaled the geometric mean is 1."""
-    structure = np.asarray(structure, dtype=float)
-    if structure.shape[0] < 2:
-        raise ValueError("a component of one node has no ICAR structure (an island)")
-    return float(np.exp(np.mean(np.log(np.diag(np.linalg.pinv(structure, hermitian=True))))))
+    return float(np.exp(np.mean(np.log(_spectrum(structure)[1]))))
 
 
 @dataclass(frozen=True)
@@ -111,10 +119,8 @@ def decompose(n: int, edges) -> Bym2Graph:
             island[nodes] = True
             position += 1
             continue
-        values, vectors = np.linalg.eigh(structure[nodes][:, nodes].toarray())
-        inverse = np.where(np.arange(len(nodes)) == 0, 0.0, 1.0 / np.where(values > 0, values, 1.0))
-        marginal = (vectors ** 2) @ inverse  # diag of the generalised inverse
-        factor = float(np.exp(np.mean(np.log(marginal))))
+        inverse, marginal = _spectrum(structure[nodes][:, nodes].toarray())
+        factor = float(np.exp(np.mean(np.log(marginal))))  # scaling_factor, from the same spectrum
         scale[nodes] = diagonal_scale[nodes] = factor
         gamma[position:position + len(nodes)] = inverse / factor  # eigenvalues of (factor R)⁺
         position += len(nodes)
