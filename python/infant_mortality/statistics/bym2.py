@@ -19,15 +19,15 @@ P(φ < 0.5) = 0.5 (``pc``, param c(0.5, 0.5)), whose distance from the base mode
 d(φ) = √(nφ(mean γ - 1) - Σ log(1 + φ(γ_k - 1))) over the eigenvalues γ_k of the scaled
 structure's generalised inverse (INLA's ``inla.pc.bym.phi``).
 
-Computation. The covariance of b is V diag((φγ_k + 1 - φ)/τ) Vᵀ, with V the eigenvectors of the
-scaled structure matrix (γ_k = 1/λ_k for its non-zero eigenvalues, 0 for the constant of each
-component, 1 for an island); it is decomposed once per graph. For a given θ = (log τ, logit φ),
-Newton's method finds the mode of (μ, b); the Laplace approximation of π(θ | y) is the joint
-density over the Gaussian approximation at the mode. As INLA's ``int.strategy = "grid"``, θ is
-integrated over a grid in the standardised coordinates of the mode's Hessian (step ``DZ``, while
-the log density is within ``DIFF_LOGDENS`` of the mode). Each commune's η_i is then a mixture of
-normals (one per grid point, the Gaussian approximation's marginal); the posterior mean rate,
-its 2.5% and 97.5% quantiles and P(rate > threshold) are computed from that mixture in closed
+Computation. For a given θ = (log τ, logit φ) the latent x = (μ, b, u) has the sparse precision
+of INLA's augmented bym2 (``prior_precision``) and the constraints A x = 0; Newton's method on the
+sparse bordered system [[Q + C, Aᵀ], [A, 0]] finds the constrained mode, and the Laplace
+approximation of π(θ | y) is the joint density over the Gaussian approximation at the mode
+(``laplace_at``). As INLA's ``int.strategy = "grid"``, θ is integrated over a grid in the
+standardised coordinates of the mode's Hessian (step ``DZ``, while the log density is within
+``DIFF_LOGDENS`` of the mode). Each commune's η_i is then a mixture of normals (one per grid
+point, the Gaussian approximation's marginal); the posterior mean rate, its 2.5% and 97.5%
+quantiles and P(rate > threshold) are computed from that mixture in closed
 form (no sampling; deterministic).
 """
 
