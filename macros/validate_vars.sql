@@ -35,6 +35,8 @@ suppress_min_deaths:     {type: int, min: 0}
 suppress_max_deaths:     {type: int, min: suppress_min_deaths}
 comparison_alpha:        {type: number, above: 0, below: 1}
 exceedance_probability_threshold: {type: number, above: 0.5, below: 1}
+cluster_fdr_alpha:       {type: number, above: 0, below: 1}
+cluster_permutations:    {type: int, min: 99}
 trend_min_years:         {type: int, min: 3}
 trend_zero_rate_policy:  {values: [drop, add_half_death]}
 trend_p_threshold:       {type: number, above: 0, below: 1}

@@ -178,6 +178,8 @@ NOT_AREA_AGGREGATES = {
     "dim_commune": "reference", "dim_commune_neighbours": "reference", "dim_commune_peers": "reference",
     "dim_indicator": "reference", "dim_stratifier": "reference",
     "fct_smoothed_rates": "commune rows pooled as fct_commune_vs_region pools them (checked below)",
+    "fct_bym2_rates": "commune rows pooled as fct_commune_vs_region pools them (checked below)",
+    "fct_spatial_clusters": "commune rows pooled as fct_commune_vs_region pools them (checked below)",
     "fct_commune_screening": "commune rows: fct_commune_vs_region's comparison and the commune's trend",
     "fct_study_findings": "the study's statements: commune rows of fct_commune_vs_region and fct_trends",
     "fct_commune_vs_peers": "a commune against peers chosen across regions, each on its own published years",
@@ -272,11 +274,12 @@ def test_every_mart_follows_the_areas_availability(bundled_warehouse, faulted):
     assert [row for row in anchors if row[3:5] != row[5:7]] == []
     # Puente Alto's 2017 births typo takes 2017 out of the RM's 2017-2019.
     assert [row[3] for row in anchors if row[:3] == ("region", "13", "2017-2019")] == [2]
-    # Smoothing pools each commune as fct_commune_vs_region does.
-    assert query(faulted, """
-        select count(*) from marts.fct_smoothed_rates as s
-        inner join marts.fct_commune_vs_region as c using (commune_code, indicator, period_start, period_end)
-        where s.deaths is distinct from c.deaths or s.live_births is distinct from c.live_births""") == [(0,)]
+    # Smoothing (EB, BYM2) and the clusters pool each commune as fct_commune_vs_region does.
+    for mart in ("fct_smoothed_rates", "fct_bym2_rates", "fct_spatial_clusters"):
+        assert query(faulted, f"""
+            select count(*) from marts.{mart} as s
+            inner join marts.fct_commune_vs_region as c using (commune_code, indicator, period_start, period_end)
+            where s.deaths is distinct from c.deaths or s.live_births is distinct from c.live_births""") == [(0,)], mart
 
 
 def test_the_availability_check_catches_a_mart_that_ignores_it(bundled_warehouse, faulted, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import shapely
 
 from conftest import REPO_ROOT, query
-from infant_mortality.tools.gis import write_geopackage
+from infant_mortality.tools.gis import SPATIAL_COLUMNS, write_geopackage
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,8 @@ def test_indicators_layer_joins_comparison_and_smoothing_per_indicator_and_perio
     _, table = pyogrio.read_arrow(geopackage, layer="commune_indicators")
     compared = _columns(bundled_warehouse, "fct_commune_vs_region")
     smoothed = _columns(bundled_warehouse, "fct_smoothed_rates")
-    assert table.column_names == [*compared, *[c for c in smoothed if c not in compared], "geom"]
+    spatial = [c for columns in SPATIAL_COLUMNS.values() for c in columns]
+    assert table.column_names == [*compared, *[c for c in smoothed if c not in compared], *spatial, "geom"]
     # Every commune of the country in each of the three IMR analysis periods.
     assert table.num_rows == query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region")[0][0] == 346 * 3
     # Only Antártica (12202, no polygon) lacks a geometry: its three rows are kept, as in the communes layer.
@@ -78,6 +79,27 @@ def test_indicators_layer_joins_comparison_and_smoothing_per_indicator_and_perio
     for code, start, end, prob, eb in got:
         assert (prob, eb) == pytest.approx(expected[(code, start, end)])
     assert table["rank_in_region"].type.bit_width == 32 and str(table["is_unreliable"].type) == "bool"
+
+
+def test_indicators_layer_carries_the_bym2_rate_its_exceedance_and_the_cluster_type(geopackage, bundled_warehouse):
+    """Issue 46: the BYM2 posterior mean, interval and P(rate > region's) of fct_bym2_rates and the
+    cluster type of fct_spatial_clusters, on every feature (islands included)."""
+    _, table = pyogrio.read_arrow(geopackage, layer="commune_indicators")
+    expected = {(r[0], r[1], r[2], r[3]): r[4:] for r in query(bundled_warehouse, """
+        select bym2.commune_code, bym2.indicator, bym2.period_start, bym2.period_end, bym2.bym2_rate_per_1000,
+               bym2.bym2_ci95_lower, bym2.bym2_ci95_upper, bym2.bym2_prob_exceeds_region, clusters.cluster_type
+        from marts.fct_bym2_rates as bym2
+        inner join marts.fct_spatial_clusters as clusters using (commune_code, indicator, period_start, period_end)""")}
+    rows = table.select(["commune_code", "indicator", "period_start", "period_end", "bym2_rate_per_1000",
+                         "bym2_ci95_lower", "bym2_ci95_upper", "bym2_prob_exceeds_region", "cluster_type"]).to_pylist()
+    assert len(rows) == len(expected) == table.num_rows
+    for row in rows:
+        values = list(row.values())
+        assert tuple(values[4:8]) == pytest.approx(expected[tuple(values[:4])][:4])
+        assert values[8] == expected[tuple(values[:4])][4]
+    by_code = {row["commune_code"]: row for row in rows if row["period_start"] == 2010 and row["period_end"] == 2019}
+    assert by_code["05201"]["cluster_type"] == "no neighbours"  # Isla de Pascua
+    assert by_code["05201"]["bym2_rate_per_1000"] > 0
 
 
 def test_missing_warehouse_is_a_clear_error(tmp_path):

@@ -7,7 +7,9 @@ commune polygons of ``infant_mortality.geography.communes``, and writes one GeoP
   a commune without a polygon (Antártica, 12202) is kept with a null geometry.
 * ``commune_indicators``: one feature per commune, indicator and period: every column of
   ``marts.fct_commune_vs_region`` and of ``marts.fct_smoothed_rates`` (columns the two share,
-  which the warehouse tests to be equal, appear once), with the commune's polygon.
+  which the warehouse tests to be equal, appear once), the BYM2 rate, its 95% credible interval
+  and exceedance probability of ``marts.fct_bym2_rates`` and the cluster type of
+  ``marts.fct_spatial_clusters`` (``SPATIAL_COLUMNS``), with the commune's polygon.
 
 Nothing is computed here: the measures are the marts' columns. The polygons are the cleaned
 coverage of ``infant_mortality.geography.coverage`` (no overlaps, no slivers, shared edges
@@ -39,6 +41,11 @@ from infant_mortality.geography.coverage import load_coverage
 CRS = "EPSG:4326"
 KEYS = ["commune_code", "indicator", "period_start", "period_end"]
 LAYERS = ("communes", "commune_indicators")
+# Columns of the spatial marts added to commune_indicators (same grain, joined on KEYS).
+SPATIAL_COLUMNS = {
+    "fct_bym2_rates": ["bym2_rate_per_1000", "bym2_ci95_lower", "bym2_ci95_upper", "bym2_prob_exceeds_region"],
+    "fct_spatial_clusters": ["cluster_type"],
+}
 GPKG_VERSION = "1.2"
 
 
@@ -64,14 +71,24 @@ def read_layers(db_path: Path) -> dict[str, pa.Table]:
         compared_columns = _relation_columns(con, "fct_commune_vs_region")
         smoothed_columns = _relation_columns(con, "fct_smoothed_rates")
         extra = [c for c in smoothed_columns if c not in compared_columns]
-        select = ", ".join([f"compared.{_quoted(c)}" for c in compared_columns] + [f"smoothed.{_quoted(c)}" for c in extra])
+        spatial = []
+        for table, columns in SPATIAL_COLUMNS.items():
+            missing = set(columns) - set(_relation_columns(con, table))
+            if missing:
+                raise ValueError(f"marts.{table} lacks {sorted(missing)}; rebuild the warehouse (make warehouse)")
+            spatial += [f"{table}.{_quoted(c)}" for c in columns]
+        select = ", ".join([f"compared.{_quoted(c)}" for c in compared_columns]
+                           + [f"smoothed.{_quoted(c)}" for c in extra] + spatial)
         join = " and ".join(f"smoothed.{_quoted(k)} = compared.{_quoted(k)}" for k in KEYS)
+        spatial_joins = " ".join(
+            f"left join marts.{table} on " + " and ".join(f"{table}.{_quoted(k)} = compared.{_quoted(k)}" for k in KEYS)
+            for table in SPATIAL_COLUMNS)
         communes = con.sql(
             f"select {', '.join(map(_quoted, commune_columns))} from marts.dim_commune order by commune_code"
         ).to_arrow_table()
         indicators = con.sql(
             f"select {select} from marts.fct_commune_vs_region as compared "
-            f"full outer join marts.fct_smoothed_rates as smoothed on {join} "
+            f"full outer join marts.fct_smoothed_rates as smoothed on {join} {spatial_joins} "
             "order by compared.indicator, compared.period_start, compared.period_end, compared.commune_code"
         ).to_arrow_table()
     unmatched = indicators.filter(pa.compute.is_null(indicators["commune_code"])).num_rows

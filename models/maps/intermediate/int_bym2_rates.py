@@ -1,0 +1,18 @@
+"""BYM2 smoothed commune rates (docs/methods/maps.md, "BYM2 smoothing and spatial clusters").
+
+Reads each commune's pooled counts exactly as `fct_commune_vs_region` pools them and the
+neighbour pairs of `dim_commune_neighbours`; the statistics are
+`infant_mortality.statistics.bym2.bym2_commune_rates` (tested with pytest).
+"""
+
+from infant_mortality.dbt_plugins.model_inputs import ordered_frame
+from infant_mortality.dbt_plugins.model_outputs import typed_frame
+from infant_mortality.statistics.bym2 import bym2_commune_rates
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
+    pooled = ordered_frame(dbt.ref("fct_commune_vs_region")).merge(multipliers, on="indicator")
+    neighbours = ordered_frame(dbt.ref("dim_commune_neighbours"))
+    return typed_frame(bym2_commune_rates(pooled, neighbours))

@@ -1,0 +1,555 @@
+"""BYM2 spatial smoothing of commune rates, fitted by a Laplace approximation over a grid of
+its two hyperparameters (docs/methods/maps.md, "BYM2 smoothing and spatial clusters").
+
+The model (Riebler et al. 2016, *Stat Methods Med Res* 25:1145-1165), for areas i = 1..n of one
+indicator and period, deaths y_i and live births E_i:
+
+    y_i ~ Poisson(E_i exp(η_i)),   η_i = μ + b_i,   b = (√φ u + √(1-φ) v) / √τ
+
+v ~ N(0, I) is the unstructured part; u is the ICAR (intrinsic CAR) field of the neighbour graph,
+scaled per connected component so that the geometric mean of its marginal variances is 1
+(INLA's ``scale.model = TRUE``), with a sum-to-zero constraint per component. An area without
+neighbours (an island) has no ICAR: its b_i = v_i / √τ, the unstructured part alone, as
+Freni-Sterrantino, Ventrucci and Rue (2018, *Spat Spatiotemporal Epidemiol* 26:25-34) recommend
+(equivalently a "structured" part with variance 1, as INLA scales singletons).
+
+Every component and island shares one τ and one φ. Priors as INLA's ``bym2`` defaults: μ flat;
+τ ~ PC prior with P(1/√τ > 1) = 0.01 (``pc.prec``, param c(1, 0.01)); φ ~ PC prior with
+P(φ < 0.5) = 0.5 (``pc``, param c(0.5, 0.5)), whose distance from the base model φ = 0 is
+d(φ) = √(nφ(mean γ - 1) - Σ log(1 + φ(γ_k - 1))) over the eigenvalues γ_k of the scaled
+structure's generalised inverse (INLA's ``inla.pc.bym.phi``).
+
+Computation. For a given θ = (log τ, logit φ) the latent x = (μ, b, u) has the sparse precision
+of INLA's augmented bym2 (``prior_precision``) and the constraints A x = 0; Newton's method on the
+sparse bordered system [[Q + C, Aᵀ], [A, 0]] finds the constrained mode, and the Laplace
+approximation of π(θ | y) is the joint density over the Gaussian approximation at the mode
+(``laplace_at``). As INLA's ``int.strategy = "grid"``, θ is integrated over a grid in the
+standardised coordinates of the mode's Hessian (step ``DZ``, while the log density is within
+``DIFF_LOGDENS`` of the mode). Each commune's η_i is then a mixture of normals (one per grid
+point, the Gaussian approximation's marginal); the posterior mean rate, its 2.5% and 97.5%
+quantiles and P(rate > threshold) are computed from that mixture in closed
+form (no sampling; deterministic).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, sparse, special, stats
+from scipy.sparse import csgraph
+from scipy.sparse import linalg as sparse_linalg
+
+PC_PREC_U, PC_PREC_ALPHA = 1.0, 0.01  # P(sd > 1) = 0.01: INLA's bym2 default pc.prec
+PC_PHI_U, PC_PHI_ALPHA = 0.5, 0.5  # P(phi < 0.5) = 0.5: INLA's bym2 default pc
+DZ = 0.75  # grid step in the standardised hyperparameter coordinates (INLA's dz)
+DIFF_LOGDENS = 6.0  # grid points kept while log π(θ|y) is within this of the mode (INLA's diff.logdens)
+NEWTON_TOL = 1e-8
+METHOD = "bym2_laplace_grid"
+# θ = (log τ, logit φ) outside these is given no mass: beyond them (σ below 0.002 or above 400;
+# φ within 6e-6 of 0 or 1) the latent precision is too ill-conditioned to factorise reliably, and
+# the priors give them almost none.
+THETA_BOUNDS = ((-12.0, 12.0), (-12.0, 12.0))
+
+
+# --- the graph --------------------------------------------------------------------------------
+
+def structure_matrix(n: int, edges) -> sparse.csr_matrix:
+    """The ICAR structure (graph Laplacian) R = D - W of an undirected graph on n nodes; ``edges``
+    are (i, j) position pairs, each pair once or in both directions."""
+    edges = np.asarray(list(edges), dtype=int).reshape(-1, 2)
+    if len(edges) and (edges.min() < 0 or edges.max() >= n or (edges[:, 0] == edges[:, 1]).any()):
+        raise ValueError("edges must join two different nodes in 0..n-1")
+    w = sparse.coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n)).tocsr()
+    w = ((w + w.T) > 0).astype(float)
+    return (sparse.diags(np.asarray(w.sum(axis=1)).ravel()) - w).tocsr()
+
+
+def components(structure: sparse.spmatrix) -> np.ndarray:
+    """Connected component label of every node (scipy's labels, 0..k-1)."""
+    return csgraph.connected_components(abs(structure), directed=False)[1]
+
+
+def _spectrum(structure: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(eigenvalues of the generalised inverse, its diagonal) of the ICAR structure of ONE
+    connected component of at least two nodes; the component's constant gets eigenvalue 0."""
+    structure = np.asarray(structure, dtype=float)
+    if structure.shape[0] < 2:
+        raise ValueError("a component of one node has no ICAR structure (an island)")
+    values, vectors = np.linalg.eigh(structure)
+    inverse = np.where(np.arange(len(values)) == 0, 0.0, 1.0 / np.where(values > 0, values, 1.0))
+    return inverse, (vectors ** 2) @ inverse
+
+
+def scaling_factor(structure: np.ndarray) -> float:
+    """Geometric mean of the marginal variances (the diagonal of the generalised inverse) of the
+    ICAR structure of ONE connected component with at least two nodes: the factor INLA's
+    ``scale.model`` multiplies it by (Sørbye and Rue 2014), so that scaled the geometric mean is 1."""
+    return float(np.exp(np.mean(np.log(_spectrum(structure)[1]))))
+
+
+@dataclass(frozen=True)
+class Bym2Graph:
+    """The scaled structure of a graph, ready for the fit."""
+
+    scaled: sparse.csc_matrix  # R*: each component's R times its scaling factor; 1 on an island's diagonal
+    constraints: sparse.csr_matrix  # one row per component of two or more nodes: Σ u = 0 over it
+    gamma: np.ndarray  # eigenvalues of R*'s generalised inverse (0 for each component's constant)
+    component: np.ndarray  # component label per node
+    scale: np.ndarray  # per node: its component's scaling factor (nan for an island)
+    is_island: np.ndarray  # per node: no neighbour
+
+
+def decompose(n: int, edges) -> Bym2Graph:
+    """Scale the ICAR per connected component (Freni-Sterrantino et al. 2018): each component of
+    two or more nodes by its own factor (``scaling_factor``) with its own sum-to-zero constraint;
+    an island gets a unit diagonal and no constraint, which makes its b_i = (√φ u_i + √(1-φ) v_i)/√τ
+    with u_i, v_i ~ N(0, 1) independent: N(0, 1/τ), the unstructured part alone."""
+    structure = structure_matrix(n, edges)
+    labels = components(structure)
+    diagonal_scale = np.ones(n)
+    scale = np.full(n, np.nan)
+    island = np.zeros(n, dtype=bool)
+    gamma = np.ones(n)
+    rows = []
+    position = 0
+    for label in np.unique(labels):
+        nodes = np.flatnonzero(labels == label)
+        if len(nodes) == 1:
+            island[nodes] = True
+            position += 1
+            continue
+        inverse, marginal = _spectrum(structure[nodes][:, nodes].toarray())
+        factor = float(np.exp(np.mean(np.log(marginal))))  # scaling_factor, from the same spectrum
+        scale[nodes] = diagonal_scale[nodes] = factor
+        gamma[position:position + len(nodes)] = inverse / factor  # eigenvalues of (factor R)⁺
+        position += len(nodes)
+        rows.append(nodes)
+    s = sparse.diags(np.sqrt(diagonal_scale))
+    scaled = (s @ structure @ s).tolil()
+    for i in np.flatnonzero(island):
+        scaled[i, i] = 1.0
+    constraints = sparse.csr_matrix(
+        (np.ones(sum(len(r) for r in rows)), (np.repeat(np.arange(len(rows)), [len(r) for r in rows]),
+                                              np.concatenate(rows) if rows else np.array([], int))),
+        shape=(len(rows), n))
+    return Bym2Graph(scaled=scaled.tocsc(), constraints=constraints, gamma=gamma, component=labels,
+                     scale=scale, is_island=island)
+
+
+# --- the priors -------------------------------------------------------------------------------
+
+def log_pc_prec(log_tau, u: float = PC_PREC_U, alpha: float = PC_PREC_ALPHA):
+    """Log density of θ1 = log τ under the PC prior of a precision with P(1/√τ > u) = alpha:
+    π(τ) = (λ/2) τ^(-3/2) exp(-λ/√τ), λ = -log(alpha)/u, times the Jacobian τ."""
+    lam = -np.log(alpha) / u
+    log_tau = np.asarray(log_tau, dtype=float)
+    return np.log(lam / 2) - 0.5 * log_tau - lam * np.exp(-0.5 * log_tau)
+
+
+def _x_minus_log1p(x):
+    """x - log(1 + x), accurate near 0."""
+    x = np.asarray(x, dtype=float)
+    small = np.abs(x) < 1e-4
+    safe = np.where(small, 0.0, x)
+    return np.where(small, x * x / 2 - x ** 3 / 3 + x ** 4 / 4, safe - np.log1p(safe))
+
+
+def pc_phi_distance(phi, gamma) -> np.ndarray:
+    """d(φ) = √(2 KLD) of the BYM2 mixing parameter from its base model φ = 0:
+    Σ_k [φ(γ_k - 1) - log(1 + φ(γ_k - 1))] under the root (INLA's ``inla.pc.bym.phi``)."""
+    phi = np.atleast_1d(np.asarray(phi, dtype=float))
+    g1 = np.asarray(gamma, dtype=float) - 1.0
+    return np.sqrt(_x_minus_log1p(phi[:, None] * g1[None, :]).sum(axis=1))
+
+
+def log_pc_phi(logit_phi, gamma, u: float = PC_PHI_U, alpha: float = PC_PHI_ALPHA):
+    """Log density of θ2 = logit φ under the PC prior with P(φ < u) = alpha: d(φ) is
+    Exponential(λ), λ = -log(1 - alpha) / d(u), times |dd/dφ| and the Jacobian φ(1 - φ)."""
+    logit_phi = np.atleast_1d(np.asarray(logit_phi, dtype=float))
+    phi = special.expit(logit_phi)
+    g1 = np.asarray(gamma, dtype=float) - 1.0
+    if not np.any(g1):
+        # Islands only: φ changes nothing (every b_i is N(0, 1/τ)) and the PC prior degenerates
+        # (d = 0); a uniform prior on φ keeps the grid proper, and φ is reported as unidentified.
+        return np.log(phi) + np.log1p(-phi)
+    lam = -np.log(1 - alpha) / pc_phi_distance(u, gamma)[0]
+    d = pc_phi_distance(phi, gamma)
+    # dK/dφ of K = d²: Σ (γ-1)² φ / (1 + φ(γ-1)); dd/dφ = K' / (2d), finite as φ -> 0.
+    k_prime = (g1[None, :] ** 2 * phi[:, None] / (1 + phi[:, None] * g1[None, :])).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d_prime = np.where(d > 0, k_prime / (2 * np.where(d > 0, d, 1.0)), np.sqrt((g1 ** 2).sum() / 2))
+    return (np.log(lam) - lam * d + np.log(d_prime)
+            + np.log(phi) + np.log1p(-phi))
+
+
+# --- the Laplace approximation at one θ -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConditionalFit:
+    log_posterior: float  # log π(θ | y) up to a constant
+    mean: np.ndarray  # mode of η = μ + b given θ
+    var: np.ndarray | None  # marginal variance of η_i in the Gaussian approximation
+    x: np.ndarray  # the mode of (μ, b), a warm start for the next θ
+
+
+def prior_precision(theta, graph: Bym2Graph) -> sparse.csc_matrix:
+    """Precision of x = (μ, b, u) given θ: μ flat; v = (√τ b - √φ u)/√(1-φ) ~ N(0, I); u with
+    precision R* (INLA's augmented bym2: sparse, linear in the graph)."""
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    n = graph.scaled.shape[0]
+    eye = sparse.identity(n, format="csc")
+    return sparse.block_diag([
+        sparse.csc_matrix((1, 1)),
+        sparse.bmat([[tau / (1 - phi) * eye, -np.sqrt(tau * phi) / (1 - phi) * eye],
+                     [-np.sqrt(tau * phi) / (1 - phi) * eye, graph.scaled + phi / (1 - phi) * eye]]),
+    ], format="csc")
+
+
+def _factor(matrix: sparse.spmatrix):
+    """Sparse LU (SuperLU) of the bordered system [[H, Aᵀ], [A, 0]]."""
+    # Minimum degree on Aᵀ + A keeps the fill at about 20 entries a row on the country's graph
+    # (COLAMD with partial pivoting: 6 times more); a small pivot threshold still pivots the
+    # zero diagonal of the constraint rows.
+    return sparse_linalg.splu(sparse.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01)
+
+
+def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: bool = True) -> ConditionalFit:
+    """Gaussian approximation of x = (μ, b, u) | θ, y at its mode under the sum-to-zero
+    constraints A x = 0, and the Laplace approximation of log π(θ | y) (unnormalised; priors
+    included).
+
+    Newton's method on the bordered (KKT) system [[H, Aᵀ], [A, 0]] [δ; λ] = [g; 0], which gives the
+    step within the constraints; the same system's log |determinant| is that of H on {A x = 0}
+    (ZᵀHZ for an orthonormal basis Z of it) up to a θ-free constant, and its inverse's top-left
+    block is the constrained covariance Z (ZᵀHZ)⁻¹ Zᵀ. H alone is singular when no island pins
+    the intercept (μ + c and every component's u - c√(τ/φ) are the same fit), the bordered
+    system is not, and it stays as sparse as H (the constraint rows are a border, ordered last).
+    """
+    y, offset = np.asarray(deaths, float), np.log(np.asarray(births, float))
+    n = len(y)
+    k = graph.constraints.shape[0]
+    size = 2 * n + 1
+    q = prior_precision(theta, graph)
+    a = sparse.hstack([sparse.csr_matrix((k, n + 1)), graph.constraints]).tocsr()
+    x = np.zeros(size)
+    if start is not None:
+        x = start.copy()
+    else:
+        x[0] = np.log(max(y.sum(), 0.5) / np.exp(offset).sum())
+    index = np.arange(1, n + 1)
+    curvature_rows = np.concatenate([[0], index, np.zeros(n, int), index])
+    curvature_cols = np.concatenate([[0], np.zeros(n, int), index, index])
+
+    def objective(x):
+        eta = x[0] + x[1:n + 1] + offset
+        return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ (q @ x)
+
+    # The bordered system's pattern is fixed for this θ: build it once, then only its values change
+    # (the likelihood's curvature sits on the μ row and column and b's diagonal).
+    system = (sparse.bmat([[q, a.T], [a, None]], format="csc")
+              + sparse.csc_matrix((np.ones(len(curvature_rows)), (curvature_rows, curvature_cols)),
+                                  shape=(size + k, size + k))).tocsc()
+    system.sort_indices()
+    # In CSC order with sorted rows, column x size + row increases along the stored entries.
+    keys = np.repeat(np.arange(size + k), np.diff(system.indptr)) * (size + k) + system.indices
+    slots = np.searchsorted(keys, curvature_cols * (size + k) + curvature_rows)
+    prior_values = system.data.copy()
+    prior_values[slots] -= 1.0
+
+    def factorised(x):
+        expected = np.exp(x[0] + x[1:n + 1] + offset)
+        system.data = prior_values.copy()
+        system.data[slots] += np.concatenate([[expected.sum()], expected, expected, expected])
+        return expected, _factor(system)
+
+    current = objective(x)
+    for _ in range(200):
+        expected, factor = factorised(x)
+        gradient = -(q @ x)
+        gradient[0] += np.sum(y - expected)
+        gradient[1:n + 1] += y - expected
+        step = factor.solve(np.concatenate([gradient, np.zeros(k)]))[:size]
+        if np.max(np.abs(step)) < NEWTON_TOL:
+            break  # x is the mode (to NEWTON_TOL) and the factorisation is at x
+        for _ in range(50):  # damped: halve until the concave objective does not decrease
+            candidate = objective(x + step)
+            if candidate >= current - 1e-12 * abs(current):
+                break
+            step = step / 2
+        else:
+            break  # no step improves on x in floating point: x is the mode
+        x, current = x + step, candidate
+    else:
+        raise RuntimeError("BYM2 Newton iterations did not converge")
+
+    log_det_h = float(np.sum(np.log(np.abs(factor.U.diagonal()))))
+    var = None
+    if variances:
+        # Var(μ + b_i): C Σ Cᵀ with C = [1 | I | 0] and Σ the top-left block of the inverse.
+        rhs = np.zeros((size + k, n))
+        rhs[0, :] = 1.0
+        rhs[index, np.arange(n)] = 1.0
+        z = factor.solve(rhs)
+        var = z[0, :] + z[index, np.arange(n)]
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    eta = x[0] + x[1:n + 1] + offset
+    log_likelihood = np.sum(y * eta - expected - special.gammaln(y + 1))
+    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ (q @ x)
+    log_hyper = float(log_pc_prec(theta[0]) + log_pc_phi(theta[1], graph.gamma)[0])
+    log_posterior = log_likelihood + log_prior_x - 0.5 * log_det_h + log_hyper
+    return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], var=var, x=x)
+
+
+# --- the grid over θ and the mixture ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bym2Fit:
+    theta: np.ndarray  # grid points (k, 2): log τ, logit φ
+    weights: np.ndarray  # their normalised posterior weights
+    mean: np.ndarray  # (k, n) η mode per grid point
+    var: np.ndarray  # (k, n) η variance per grid point
+    phi_mean: float  # posterior mean of φ
+    mode: np.ndarray  # θ at the mode of π(θ | y)
+
+    def rate_mean(self) -> np.ndarray:
+        """E[exp(η_i) | y]: a mixture of log-normal means."""
+        return self.weights @ np.exp(self.mean + self.var / 2)
+
+    def prob_exceeds(self, threshold) -> np.ndarray:
+        """P(exp(η_i) > threshold_i | y)."""
+        log_t = np.log(np.broadcast_to(np.asarray(threshold, float), self.mean.shape[1:]))
+        return self.weights @ stats.norm.sf((log_t - self.mean) / np.sqrt(self.var))
+
+    def rate_quantile(self, p: float) -> np.ndarray:
+        """The p-quantile of exp(η_i) | y: the mixture's CDF inverted by bisection (to 1e-12 in η)."""
+        sd = np.sqrt(self.var)
+        low = (self.mean - 10 * sd).min(axis=0)
+        high = (self.mean + 10 * sd).max(axis=0)
+        for _ in range(200):
+            mid = (low + high) / 2
+            below = self.weights @ stats.norm.cdf((mid - self.mean) / sd) < p
+            low, high = np.where(below, mid, low), np.where(below, high, mid)
+            if np.max(high - low) < 1e-12:
+                break
+        return np.exp((low + high) / 2)
+
+
+def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: float = DIFF_LOGDENS) -> Bym2Fit:
+    """Fit BYM2 to one set of areas (see the module's docstring)."""
+    y, n = np.asarray(deaths, float), np.asarray(births, float)
+    if y.shape != n.shape or len(y) != graph.scaled.shape[0]:
+        raise ValueError("deaths, births and the graph must have the same areas")
+    if (y < 0).any() or (n <= 0).any() or not (np.isfinite(y).all() and np.isfinite(n).all()):
+        raise ValueError("deaths must be >= 0 and births > 0 (areas without births are left out before)")
+    if y.sum() == 0:
+        raise ValueError("no deaths at all: with a flat intercept the posterior is improper")
+    cache: dict[tuple, ConditionalFit] = {}
+    last = [None]
+
+    def at(theta, variances: bool = False) -> ConditionalFit:
+        key = tuple(np.round(theta, 12))
+        if not (THETA_BOUNDS[0][0] <= theta[0] <= THETA_BOUNDS[0][1]
+                and THETA_BOUNDS[1][0] <= theta[1] <= THETA_BOUNDS[1][1]):
+            return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), var=None, x=None)
+        if key not in cache or (variances and cache[key].var is None):
+            start = cache[key].x if key in cache else last[0]
+            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances)
+            last[0] = fit.x
+            cache[key] = fit
+        return cache[key]
+
+    mode, hessian = _newton_mode(lambda t: -at(t).log_posterior, np.array([4.0, 0.0]))
+    top = at(mode).log_posterior
+    values, vectors = np.linalg.eigh(hessian)
+    if (values <= 0).any():
+        raise RuntimeError(f"the Hessian of -log π(θ|y) at its mode is not positive definite: {values}")
+    to_theta = vectors / np.sqrt(values)  # θ = mode + to_theta @ z
+
+    def logdens(z):
+        return at(mode + to_theta @ z, variances=True).log_posterior  # every axis point is a grid point
+
+    def extent(axis, sign):
+        steps = 0
+        while steps < 40:
+            z = np.zeros(2)
+            z[axis] = sign * dz * (steps + 1)
+            if top - logdens(z) > diff_logdens:
+                break
+            steps += 1
+        return steps
+
+    reach = [(extent(a, -1), extent(a, 1)) for a in range(2)]
+    points, logs = [], []
+    for i in range(-reach[0][0], reach[0][1] + 1):
+        for j in range(-reach[1][0], reach[1][1] + 1):
+            z = np.array([i * dz, j * dz])
+            value = logdens(z)
+            if top - value <= diff_logdens:
+                points.append(mode + to_theta @ z)
+                logs.append(value)
+    logs = np.array(logs)
+    weights = np.exp(logs - logs.max())
+    weights /= weights.sum()
+    fits = [at(t, variances=True) for t in points]
+    theta = np.array(points)
+    return Bym2Fit(theta=theta, weights=weights, mean=np.array([f.mean for f in fits]),
+                   var=np.array([f.var for f in fits]), phi_mean=float(weights @ special.expit(theta[:, 1])),
+                   mode=mode)
+
+
+def _newton_mode(f, x, h: float = 1e-2, tol: float = 1e-4, max_iter: int = 50):
+    """Minimum of a smooth f of two variables by Newton's method with central differences on a
+    3 x 3 stencil (9 evaluations a step: the gradient and the Hessian), falling back to BFGS where
+    the Hessian is not positive definite; returns the minimum and the Hessian there."""
+    for _ in range(max_iter):
+        gradient, hessian = _stencil(f, x, h)
+        if np.all(np.isfinite(hessian)) and np.all(np.linalg.eigvalsh(hessian) > 0):
+            step = -np.linalg.solve(hessian, gradient)
+            scale = min(1.0, 2.0 / max(np.max(np.abs(step)), 1e-300))  # no jump beyond 2 units
+            step = step * scale
+            value = f(x)
+            for _ in range(30):
+                if f(x + step) <= value:
+                    break
+                step = step / 2
+            x = x + step
+            if np.max(np.abs(step)) < tol:
+                return x, _stencil(f, x, h)[1]
+        else:
+            x = optimize.minimize(f, x, method="BFGS", options={"gtol": 1e-3, "eps": 1e-5}).x
+    raise RuntimeError("the mode of log π(θ | y) was not found")
+
+
+def _stencil(f, x, h):
+    values = np.array([[f(x + np.array([i * h, j * h])) for j in (-1, 0, 1)] for i in (-1, 0, 1)])
+    gradient = np.array([values[2, 1] - values[0, 1], values[1, 2] - values[1, 0]]) / (2 * h)
+    cross = (values[2, 2] - values[2, 0] - values[0, 2] + values[0, 0]) / (4 * h * h)
+    hessian = np.array([[values[2, 1] - 2 * values[1, 1] + values[0, 1], cross * h * h],
+                        [cross * h * h, values[1, 2] - 2 * values[1, 1] + values[1, 0]]]) / (h * h)
+    return gradient, hessian
+
+
+
+# --- the mart rows ---------------------------------------------------------------------------------
+
+GROUP = ["indicator", "period_start", "period_end"]
+OUTPUT_DTYPES = {
+    "commune_code": "string",
+    "commune_name": "string",
+    "region_code": "string",
+    "indicator": "string",
+    "period_start": "Int64",
+    "period_end": "Int64",
+    "deaths": "Int64",
+    "live_births": "Int64",
+    "crude_rate_per_1000": "Float64",
+    "region_rate_per_1000": "Float64",
+    "bym2_rate_per_1000": "Float64",
+    "bym2_ci95_lower": "Float64",
+    "bym2_ci95_upper": "Float64",
+    "bym2_prob_exceeds_region": "Float64",
+    "phi_posterior_mean": "Float64",
+    "spatial_part": "string",
+    "component_size": "Int64",
+    "scaling_factor": "Float64",
+    "method": "string",
+    "note": "string",
+}
+ISLAND = "unstructured only: no neighbour with a rate (Freni-Sterrantino et al. 2018)"
+CONNECTED = "scaled ICAR of its connected part + unstructured"
+
+
+def bym2_commune_rates(pooled, neighbours):
+    """Rows of ``fct_bym2_rates``: one BYM2 fit per indicator and period over every commune of the
+    build that has a rate (the national graph: neighbours across regions are neighbours), with
+    the neighbour pairs among them. ``pooled`` as for ``smoothing.smooth_commune_rates``
+    (commune_code, commune_name, region_code, indicator, period_start, period_end, multiplier,
+    deaths, live_births, region_rate_per_1000); ``neighbours``: commune_code, neighbour_code."""
+    import pandas as pd
+
+    required = {"commune_code", "commune_name", "region_code", *GROUP, "multiplier", "deaths", "live_births",
+                "region_rate_per_1000"}
+    missing = required - set(pooled.columns)
+    if missing:
+        raise ValueError(f"pooled counts lack columns: {sorted(missing)}")
+    keys = ["commune_code", *GROUP]
+    if pooled.duplicated(keys).any():
+        raise ValueError("pooled counts repeat commune/indicator/period")
+    from threadpoolctl import threadpool_limits
+
+    pairs = list(zip(neighbours["commune_code"], neighbours["neighbour_code"]))
+    # One BLAS thread: the dense pieces are small, and several threads per process fight over the
+    # cores that dbt's other threads use (measured: 4 times slower on 2 busy cores).
+    with threadpool_limits(limits=1, user_api="blas"):
+        frames = [_bym2_one_group(group.sort_values("commune_code").reset_index(drop=True), pairs)
+                  for _, group in pooled.groupby(GROUP, sort=True)]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OUTPUT_DTYPES))
+    out = out[list(OUTPUT_DTYPES)].astype(OUTPUT_DTYPES)
+    return out.sort_values(["region_code", *GROUP, "commune_code"], ignore_index=True)
+
+
+def _bym2_one_group(group, pairs):
+    import pandas as pd
+
+    deaths = pd.to_numeric(group["deaths"]).astype(float).to_numpy()
+    births = pd.to_numeric(group["live_births"]).astype(float).to_numpy()
+    multiplier = pd.to_numeric(group["multiplier"]).astype(float).to_numpy()
+    region_rate = pd.to_numeric(group["region_rate_per_1000"]).astype(float).to_numpy()
+    has_rate = np.isfinite(deaths) & np.isfinite(births) & (births > 0)
+    if (deaths[has_rate] < 0).any():
+        raise ValueError(f"negative pooled deaths for commune(s) {sorted(group.loc[deaths < 0, 'commune_code'])}")
+    m = len(group)
+    columns = {name: np.full(m, np.nan) for name in
+               ("crude", "mean", "lower", "upper", "exceeds", "scale", "size")}
+    part = np.full(m, None, dtype=object)
+    notes: list[list[str]] = [[] for _ in range(m)]
+    for i in np.flatnonzero(~has_rate):
+        notes[i].append("no rate: no live births in the period" if births[i] == 0 else "no rate: counts unavailable")
+    rows = np.flatnonzero(has_rate)
+    phi_mean = np.nan
+    if len(rows) and deaths[rows].sum() == 0:
+        # With a flat intercept and no death anywhere the posterior is improper (μ -> -∞).
+        for i in rows:
+            notes[i].append("no deaths in any commune of the indicator and period: no BYM2 posterior")
+        rows = rows[:0]
+    columns["crude"][has_rate] = deaths[has_rate] / births[has_rate] * multiplier[has_rate]
+    if len(rows):
+        position = {code: p for p, code in enumerate(group["commune_code"].to_numpy()[rows])}
+        edges = [(position[a], position[b]) for a, b in pairs if a in position and b in position and a < b]
+        graph = decompose(len(rows), edges)
+        fit = fit_bym2(deaths[rows], births[rows], graph)
+        scale = multiplier[rows]
+        columns["mean"][rows] = fit.rate_mean() * scale
+        columns["lower"][rows] = fit.rate_quantile(0.025) * scale
+        columns["upper"][rows] = fit.rate_quantile(0.975) * scale
+        columns["exceeds"][rows] = fit.prob_exceeds(region_rate[rows] / scale)
+        columns["scale"][rows] = graph.scale
+        sizes = np.bincount(graph.component)[graph.component]
+        columns["size"][rows] = sizes
+        part[rows] = np.where(graph.is_island, ISLAND, CONNECTED)
+        phi_mean = fit.phi_mean if len(edges) else np.nan  # no neighbours at all: φ unidentified
+        for i in rows[~np.isfinite(region_rate[rows])]:
+            notes[i].append("no region rate: bym2_prob_exceeds_region is null")
+    return pd.DataFrame({
+        "commune_code": group["commune_code"],
+        "commune_name": group["commune_name"],
+        "region_code": group["region_code"],
+        "indicator": group["indicator"],
+        "period_start": group["period_start"],
+        "period_end": group["period_end"],
+        "deaths": group["deaths"],
+        "live_births": group["live_births"],
+        "crude_rate_per_1000": columns["crude"],
+        "region_rate_per_1000": region_rate,
+        "bym2_rate_per_1000": columns["mean"],
+        "bym2_ci95_lower": columns["lower"],
+        "bym2_ci95_upper": columns["upper"],
+        "bym2_prob_exceeds_region": columns["exceeds"],
+        "phi_posterior_mean": np.where(np.isfinite(columns["mean"]), phi_mean, np.nan),
+        "spatial_part": part,
+        "component_size": columns["size"],
+        "scaling_factor": columns["scale"],
+        "method": np.where(np.isfinite(columns["mean"]), METHOD, None),
+        "note": ["; ".join(n) if n else None for n in notes],
+    })

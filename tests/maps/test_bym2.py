@@ -1,0 +1,190 @@
+"""BYM2 (statistics/bym2.py): each piece against a hand computation or a dense brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, special, stats
+
+from infant_mortality.statistics import bym2
+
+PATH3 = [(0, 1), (1, 2)]
+
+
+def test_structure_matrix_is_the_graph_laplacian_and_refuses_loops():
+    r = bym2.structure_matrix(3, [(0, 1), (1, 0), (1, 2)]).toarray()  # a pair listed both ways counts once
+    assert r.tolist() == [[1, -1, 0], [-1, 2, -1], [0, -1, 1]]
+    with pytest.raises(ValueError, match="two different nodes"):
+        bym2.structure_matrix(2, [(1, 1)])
+
+
+def test_scaling_factor_of_paths_by_hand():
+    # Two nodes: R = [[1, -1], [-1, 1]], R⁺ = R / 4: marginal variances 1/4, 1/4.
+    assert bym2.scaling_factor([[1, -1], [-1, 1]]) == pytest.approx(0.25, rel=1e-12)
+    # Three nodes: eigenpairs (1, (1, 0, -1)/√2) and (3, (1, -2, 1)/√6): R⁺ diagonal 10/18, 4/18, 10/18.
+    r = bym2.structure_matrix(3, PATH3).toarray()
+    assert bym2.scaling_factor(r) == pytest.approx((10 * 4 * 10 / 18 ** 3) ** (1 / 3), rel=1e-12)
+    with pytest.raises(ValueError, match="island"):
+        bym2.scaling_factor([[0.0]])
+
+
+def test_scaled_structure_has_geometric_mean_variance_one_per_component():
+    # A path of 3, a pair and an island: each connected part scaled on its own (Freni-Sterrantino 2018).
+    graph = bym2.decompose(6, [(0, 1), (1, 2), (3, 4)])
+    assert graph.is_island.tolist() == [False] * 5 + [True]
+    r = graph.scaled.toarray()
+    for nodes in ([0, 1, 2], [3, 4]):
+        marginal = np.diag(np.linalg.pinv(r[np.ix_(nodes, nodes)]))
+        assert np.exp(np.mean(np.log(marginal))) == pytest.approx(1.0, rel=1e-12)
+    assert r[5, 5] == 1.0 and np.isnan(graph.scale[5])
+    assert graph.scale[:3] == pytest.approx([(400 / 5832) ** (1 / 3)] * 3)
+    assert graph.scale[3:5] == pytest.approx([0.25, 0.25])
+    assert graph.constraints.toarray().tolist() == [[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 0]]
+    # γ: the eigenvalues of R*⁺: one 0 per constrained component, 1 for the island.
+    assert sorted(graph.gamma) == pytest.approx(sorted(
+        [0.0, *(1 / np.linalg.eigvalsh(r[:3, :3])[1:]), 0.0, 1 / (2 * 0.25) / 1, 1.0]))
+
+
+def test_pc_prior_of_the_precision_is_inla_pc_prec():
+    # P(σ > 1) = 0.01 with σ = exp(-θ/2); the density integrates to 1 over θ = log τ.
+    total = integrate.quad(lambda t: np.exp(bym2.log_pc_prec(t)), -30, 60, limit=200)[0]
+    tail = integrate.quad(lambda t: np.exp(bym2.log_pc_prec(t)), -30, 0, limit=200)[0]
+    assert total == pytest.approx(1.0, abs=1e-7) and tail == pytest.approx(0.01, abs=1e-7)
+
+
+def test_pc_prior_of_phi_has_median_one_half_and_integrates_to_one():
+    gamma = bym2.decompose(6, [(0, 1), (1, 2), (2, 3), (3, 4), (1, 4)]).gamma
+    density = lambda t: np.exp(bym2.log_pc_phi(t, gamma)[0])  # noqa: E731
+    # d(φ) is Exponential(λ), λ = log 2 / d(1/2): the mass beyond logit φ = 25 is exp(-λ d(φ)) there.
+    lam = np.log(2) / bym2.pc_phi_distance(0.5, gamma)[0]
+    beyond = np.exp(-lam * bym2.pc_phi_distance(special.expit(25.0), gamma)[0])
+    assert integrate.quad(density, -25, 25, limit=400)[0] + beyond == pytest.approx(1.0, abs=1e-6)
+    assert integrate.quad(density, -25, 0, limit=400)[0] == pytest.approx(0.5, abs=1e-6)
+    # d(φ) by its definition √(Σ φ(γ-1) - log(1 + φ(γ-1))).
+    phi = 0.3
+    assert bym2.pc_phi_distance(phi, gamma)[0] == pytest.approx(
+        np.sqrt(np.sum(phi * (gamma - 1) - np.log1p(phi * (gamma - 1)))), rel=1e-12)
+
+
+def _dense_reference(theta, y, births, graph):
+    """(mode of η, variance of η, log π(θ|y) up to a constant) with the covariance of b written
+    out densely, Σ_b = (φ R*⁺ + (1-φ) I) / τ (R*⁺ the generalised inverse: 1 on an island)."""
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    n = len(y)
+    sigma_b = (phi * np.linalg.pinv(graph.scaled.toarray(), hermitian=True) + (1 - phi) * np.eye(n)) / tau
+    q_b = np.linalg.inv(sigma_b)
+    x = np.zeros(n + 1)
+    x[0] = np.log(y.sum() / births.sum())
+    for _ in range(100):
+        eta = x[0] + x[1:] + np.log(births)
+        e = np.exp(eta)
+        g = np.concatenate([[np.sum(y - e)], y - e - q_b @ x[1:]])
+        h = np.block([[np.array([[e.sum()]]), e[None, :]], [e[:, None], q_b + np.diag(e)]])
+        x = x + np.linalg.solve(h, g)
+    cov = np.linalg.inv(h)
+    var = cov[0, 0] + np.diag(cov)[1:] + 2 * cov[0, 1:]
+    eta = x[0] + x[1:] + np.log(births)
+    log_post = (np.sum(y * eta - np.exp(eta)) + 0.5 * np.linalg.slogdet(q_b)[1] - 0.5 * x[1:] @ q_b @ x[1:]
+                - 0.5 * np.linalg.slogdet(h)[1] + bym2.log_pc_prec(theta[0]) + bym2.log_pc_phi(theta[1], graph.gamma)[0])
+    return x[0] + x[1:], var, log_post
+
+
+@pytest.mark.parametrize("edges, n", [(PATH3 + [(2, 3), (3, 0), (4, 5)], 7), ([(0, 1), (1, 2), (2, 0)], 3)])
+def test_sparse_constrained_laplace_equals_the_dense_covariance_form(edges, n):
+    """The sparse fit of (μ, b, u) under sum-to-zero constraints (bordered system) gives the same
+    Gaussian approximation of η, and the same log π(θ|y) up to a constant, as the dense
+    covariance of b (where the constraints are implicit in R*⁺); with and without an island."""
+    rng = np.random.default_rng(46)
+    births = rng.integers(200, 3000, n).astype(float)
+    y = rng.poisson(births * 0.008).astype(float)
+    graph = bym2.decompose(n, edges)
+    differences = []
+    for theta in ([3.0, -1.0], [1.0, 1.5], [5.0, 0.0]):
+        fit = bym2.laplace_at(np.array(theta), y, births, graph)
+        mean, var, log_post = _dense_reference(np.array(theta), y, births, graph)
+        assert fit.mean == pytest.approx(mean, abs=1e-9)
+        assert fit.var == pytest.approx(var, rel=1e-8)
+        differences.append(fit.log_posterior - log_post)
+    assert np.ptp(differences) < 1e-8
+
+
+def test_one_island_with_a_flat_intercept_is_the_data_alone():
+    """One area: μ is flat, so η = μ + b has the likelihood alone: mode log(y/E), variance 1/y,
+    at every θ; the posterior mean rate is the log-normal mean exp(log(y/E) + 1/(2y))."""
+    graph = bym2.decompose(1, [])
+    fit = bym2.fit_bym2([10], [1000], graph)
+    assert fit.mean == pytest.approx(np.full_like(fit.mean, np.log(0.01)), abs=1e-9)
+    assert fit.var == pytest.approx(np.full_like(fit.var, 0.1), rel=1e-9)
+    assert fit.rate_mean()[0] == pytest.approx(0.01 * np.exp(0.05), rel=1e-9)
+    assert fit.rate_quantile(0.975)[0] == pytest.approx(0.01 * np.exp(1.959963985 * np.sqrt(0.1)), rel=1e-8)
+    assert fit.prob_exceeds(0.01)[0] == pytest.approx(0.5, abs=1e-9)
+
+
+def test_mixture_summaries_by_hand():
+    """Two grid points with weights 0.25 / 0.75: the mean, exceedance and median of a mixture of
+    two log-normals."""
+    fit = bym2.Bym2Fit(theta=np.zeros((2, 2)), weights=np.array([0.25, 0.75]),
+                       mean=np.array([[0.0], [1.0]]), var=np.array([[1.0], [0.25]]), phi_mean=0.5,
+                       mode=np.zeros(2))
+    assert fit.rate_mean()[0] == pytest.approx(0.25 * np.exp(0.5) + 0.75 * np.exp(1.125))
+    assert fit.prob_exceeds(1.0)[0] == pytest.approx(0.25 * 0.5 + 0.75 * stats.norm.sf(-2.0))
+    median = fit.rate_quantile(0.5)[0]
+    assert 0.25 * stats.norm.cdf(np.log(median)) + 0.75 * stats.norm.cdf((np.log(median) - 1) / 0.5) == pytest.approx(0.5)
+
+
+def test_fit_shrinks_small_areas_towards_their_neighbours_and_is_deterministic():
+    rng = np.random.default_rng(7)
+    n = 30
+    edges = [(i, i + 1) for i in range(n - 1)] + [(i, i + 5) for i in range(n - 5)]
+    births = rng.integers(50, 5000, n).astype(float)
+    y = rng.poisson(births * 0.008).astype(float)
+    graph = bym2.decompose(n, edges)
+    first, second = bym2.fit_bym2(y, births, graph), bym2.fit_bym2(y, births, graph)
+    assert np.array_equal(first.rate_mean(), second.rate_mean())
+    crude = y / births
+    pooled = y.sum() / births.sum()
+    smoothed = first.rate_mean()
+    # Smoothing pulls the extreme crude rates in: the spread shrinks, and most for the smallest areas.
+    assert np.std(smoothed) < np.std(crude)
+    small = births < np.median(births)
+    pull = np.abs(smoothed - crude) / np.maximum(np.abs(crude - pooled), 1e-12)
+    assert np.median(pull[small]) > np.median(pull[~small])
+    assert first.weights.sum() == pytest.approx(1.0) and len(first.weights) > 9
+    assert 0 < first.phi_mean < 1
+    assert (first.rate_quantile(0.025) < smoothed).all() and (smoothed < first.rate_quantile(0.975)).all()
+
+
+def _pooled(rows):
+    return pd.DataFrame(rows, columns=["commune_code", "commune_name", "region_code", "indicator", "period_start",
+                                       "period_end", "multiplier", "deaths", "live_births", "region_rate_per_1000"])
+
+
+def test_mart_rows_name_the_islands_and_leave_communes_without_births_empty():
+    rows = [(f"0000{i}", f"c{i}", "01", "imr", 2010, 2014, 1000, d, n, 8.0)
+            for i, (d, n) in enumerate([(10, 1200), (4, 900), (9, 1500), (3, 300), (0, 0), (2, 250)])]
+    pooled = _pooled(rows)
+    neighbours = pd.DataFrame({"commune_code": ["00000", "00001", "00001", "00002", "00003", "00004"],
+                               "neighbour_code": ["00001", "00000", "00002", "00001", "00004", "00003"]})
+    out = bym2.bym2_commune_rates(pooled, neighbours).set_index("commune_code")
+    assert out.loc["00004", "note"] == "no rate: no live births in the period"
+    assert pd.isna(out.loc["00004", "bym2_rate_per_1000"]) and pd.isna(out.loc["00004", "method"])
+    # 00003's only neighbour has no births: it is an island in this period's graph, as 00005.
+    assert out.loc["00003", "spatial_part"] == out.loc["00005", "spatial_part"] == bym2.ISLAND
+    assert out.loc["00003", "component_size"] == 1 and pd.isna(out.loc["00003", "scaling_factor"])
+    assert out.loc["00000", "spatial_part"] == bym2.CONNECTED and out.loc["00000", "component_size"] == 3
+    assert out.loc["00000", "scaling_factor"] == pytest.approx((400 / 5832) ** (1 / 3))
+    assert (out["method"].dropna() == "bym2_laplace_grid").all()
+    assert out.loc["00000", "crude_rate_per_1000"] == pytest.approx(10 / 1.2)
+    assert out["phi_posterior_mean"].dropna().nunique() == 1
+    with pytest.raises(ValueError, match="lack columns"):
+        bym2.bym2_commune_rates(pooled.drop(columns="multiplier"), neighbours)
+
+
+def test_no_death_anywhere_gives_no_posterior_and_says_why():
+    rows = [(f"0000{i}", f"c{i}", "01", "imr", 2010, 2014, 1000, 0, 100, 0.0) for i in range(3)]
+    out = bym2.bym2_commune_rates(_pooled(rows), pd.DataFrame({"commune_code": ["00000"], "neighbour_code": ["00001"]}))
+    assert out["bym2_rate_per_1000"].isna().all() and (out["crude_rate_per_1000"] == 0).all()
+    assert out["note"].str.contains("no BYM2 posterior").all() and out["method"].isna().all()
+    with pytest.raises(ValueError, match="improper"):
+        bym2.fit_bym2([0, 0], [10, 20], bym2.decompose(2, [(0, 1)]))

@@ -1,0 +1,125 @@
+"""Local Moran's I clusters (statistics/clusters.py) against PySAL's esda and statsmodels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from infant_mortality.statistics import clusters
+
+
+def _lattice(side: int) -> list[list[int]]:
+    """Rook neighbours on a side x side grid, plus one island at the end."""
+    out = []
+    for i in range(side * side):
+        r, c = divmod(i, side)
+        out.append([j for j, ok in ((i - side, r > 0), (i + side, r < side - 1), (i - 1, c > 0), (i + 1, c < side - 1)) if ok])
+    return [*out, []]
+
+
+def test_standardised_rates_equal_esda_assuncao_rate_even_where_a_is_negative():
+    from esda.smoothing import assuncao_rate
+
+    rng = np.random.default_rng(3)
+    births = rng.integers(100, 3000, 40)
+    deaths = rng.poisson(births * 0.008)
+    assert clusters.eb_standardised_rates(deaths, births) == pytest.approx(assuncao_rate(deaths, births), rel=1e-12)
+    # By hand: b = 0.008, s² = 1000 (0 + 1e-6 + 1e-6 + 0) / 4000 = 5e-7, a = 5e-7 - 0.008/1000 < 0
+    # (not floored at 0), v_i = a + b/n_i = 5e-7.
+    flat_deaths = np.array([8, 9, 7, 8])
+    flat_births = np.array([1000, 1000, 1000, 1000])
+    z = clusters.eb_standardised_rates(flat_deaths, flat_births)
+    assert z == pytest.approx(assuncao_rate(flat_deaths, flat_births), rel=1e-12)
+    assert z == pytest.approx(np.array([0.0, 0.001, -0.001, 0.0]) / np.sqrt(5e-7))
+    # Where a + b/n_i is negative (a large area beside small ones), v_i = b / n_i, as esda.
+    deaths, births = np.array([80, 1, 2, 0]), np.array([10000, 100, 100, 100])
+    assert clusters.eb_standardised_rates(deaths, births) == pytest.approx(assuncao_rate(deaths, births), rel=1e-12)
+
+
+def test_benjamini_hochberg_equals_statsmodels():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(5)
+    p = np.concatenate([rng.uniform(0, 0.01, 10), rng.uniform(0, 1, 50), [0.001, 0.001, 1.0]])
+    assert clusters.benjamini_hochberg(p) == pytest.approx(multipletests(p, method="fdr_bh")[1], rel=1e-12)
+    # By hand: p = 0.01, 0.04, 0.03 -> sorted 0.01, 0.03, 0.04 x 3/1, 3/2, 3/3 = 0.03, 0.045, 0.04 -> min from the right.
+    assert clusters.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
+
+
+def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed():
+    import libpysal
+    from esda.moran import Moran_Local, Moran_Local_Rate
+
+    rng = np.random.default_rng(11)
+    neighbours = _lattice(7)
+    n = len(neighbours)
+    births = rng.integers(200, 4000, n)
+    rate = np.where(np.arange(n) % 7 < 3, 0.012, 0.006)  # a high west, a low east: clusters to find
+    deaths = rng.poisson(births * rate)
+    result = clusters.spatial_clusters(deaths, births, neighbours, alpha=0.05)
+    w = libpysal.weights.W(dict(enumerate(neighbours)), silence_warnings=True)
+    with np.errstate(all="ignore"):
+        reference = Moran_Local_Rate(deaths, births, w, permutations=999, seed=clusters.SEED)
+    tested = np.arange(n) < n - 1
+    assert result["local_moran_i"][tested] == pytest.approx(reference.Is[tested], rel=1e-12)
+    # The pseudo p-values: identical to esda's Moran_Local on the same standardised rates; against
+    # Moran_Local_Rate, whose rates differ in the last bit (Python's sum), a permuted I may tie
+    # the observed one on the other side: a count or two of 999.
+    with np.errstate(all="ignore"):
+        same_values = Moran_Local(result["eb_standardised_rate"], w, permutations=999, seed=clusters.SEED)
+    assert result["p_value"][tested] == pytest.approx(same_values.p_sim[tested], abs=1e-7)
+    assert result["p_value"][tested] == pytest.approx(reference.p_sim[tested], abs=2.5e-3)
+    # The island: no local I, no p, its own type.
+    assert np.isnan(result["local_moran_i"][-1]) and np.isnan(result["q_value"][-1])
+    assert result["cluster_type"][-1] == clusters.NO_NEIGHBOURS
+    assert result["q_value"][tested] == pytest.approx(clusters.benjamini_hochberg(result["p_value"][tested]))
+    kinds = set(result["cluster_type"])
+    assert "low-low" in kinds and kinds <= {*clusters.QUADRANTS.values(), clusters.NOT_SIGNIFICANT, clusters.NO_NEIGHBOURS}
+    # Types follow esda's quadrants where q <= alpha.
+    significant = result["q_value"] <= 0.05
+    quadrant_names = np.array([clusters.QUADRANTS[q] for q in reference.q])
+    assert (result["cluster_type"][significant] == quadrant_names[significant]).all()
+    assert (result["cluster_type"][tested & ~significant] == clusters.NOT_SIGNIFICANT).all()
+    # Reproducible: the same seed, the same p-values.
+    assert np.array_equal(clusters.spatial_clusters(deaths, births, neighbours, 0.05)["p_value"], result["p_value"],
+                          equal_nan=True)
+
+
+def test_cluster_types_by_hand():
+    kinds = clusters.cluster_types([1, 2, 3, 4, 1, 0], [0.01, 0.02, 0.05, 0.04, 0.2, np.nan], alpha=0.05)
+    assert kinds.tolist() == ["high-high", "low-high", "low-low", "high-low", "not significant", "no neighbours"]
+
+
+def test_commune_rows_keep_communes_without_births_with_a_note():
+    rng = np.random.default_rng(2)
+    neighbours = _lattice(4)
+    codes = [f"{i:05d}" for i in range(len(neighbours))]
+    births = rng.integers(200, 3000, len(codes))
+    births[5] = 0
+    pooled = pd.DataFrame({"commune_code": codes, "commune_name": codes, "region_code": "01", "indicator": "imr",
+                           "period_start": 2010, "period_end": 2019, "deaths": rng.poisson(births * 0.008),
+                           "live_births": births})
+    pairs = pd.DataFrame([(codes[i], codes[j]) for i, around in enumerate(neighbours) for j in around],
+                         columns=["commune_code", "neighbour_code"])
+    out = clusters.commune_clusters(pooled, pairs, alpha=0.05).set_index("commune_code")
+    assert out.loc["00005", "note"] == "no rate: no live births in the period" and pd.isna(out.loc["00005", "cluster_type"])
+    assert out.loc[codes[-1], "cluster_type"] == clusters.NO_NEIGHBOURS
+    assert out["cluster_type"].notna().sum() == len(codes) - 1
+    with pytest.raises(ValueError, match="alpha"):
+        clusters.commune_clusters(pooled, pairs, alpha=1.5)
+
+
+def test_commune_rows_do_not_depend_on_the_input_order():
+    rng = np.random.default_rng(9)
+    neighbours = _lattice(5)
+    codes = [f"{i:05d}" for i in range(len(neighbours))]
+    births = rng.integers(200, 3000, len(codes))
+    pooled = pd.DataFrame({"commune_code": codes, "commune_name": codes, "region_code": "01", "indicator": "imr",
+                           "period_start": 2010, "period_end": 2019, "deaths": rng.poisson(births * 0.008),
+                           "live_births": births})
+    pairs = pd.DataFrame([(codes[i], codes[j]) for i, around in enumerate(neighbours) for j in around],
+                         columns=["commune_code", "neighbour_code"])
+    forward = clusters.commune_clusters(pooled, pairs, alpha=0.05)
+    backward = clusters.commune_clusters(pooled.iloc[::-1], pairs, alpha=0.05)
+    pd.testing.assert_frame_equal(forward, backward)
