@@ -123,3 +123,16 @@ def test_commune_rows_do_not_depend_on_the_input_order():
     forward = clusters.commune_clusters(pooled, pairs, alpha=0.05)
     backward = clusters.commune_clusters(pooled.iloc[::-1], pairs, alpha=0.05)
     pd.testing.assert_frame_equal(forward, backward)
+
+
+def test_no_q_value_falls_below_its_p_value_by_rounding():
+    """p * m / m is not always p in floating point (0.456 * 23 / 23 = 0.45599999999999996): the
+    three-region build stopped on the mart's q >= p constraint before the factor was m / k."""
+    from infant_mortality.statistics.clusters import benjamini_hochberg
+
+    rng = np.random.default_rng(7)
+    for m in range(1, 400):
+        p = np.round(rng.uniform(0.001, 1, m), 3)
+        q = benjamini_hochberg(p)
+        assert (q >= p).all() and (q <= 1).all(), m
+    assert benjamini_hochberg(np.array([0.456] * 23 + [0.1]))[0] == 0.456

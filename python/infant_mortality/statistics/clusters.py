@@ -54,7 +54,9 @@ def benjamini_hochberg(p) -> np.ndarray:
     if m == 0:
         return p.copy()
     order = np.argsort(p)
-    scaled = p[order] * m / np.arange(1, m + 1)
+    # p * (m / k), not p * m / k: m / m is exactly 1, so the largest p keeps its value (p * m / m
+    # can round below p), and every factor is >= 1, so no q-value falls below its own p.
+    scaled = p[order] * (m / np.arange(1, m + 1))
     adjusted = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
     out = np.empty(m)
     out[order] = adjusted
