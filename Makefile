@@ -66,7 +66,7 @@ calibrate: $(STAMP)
 	$(BIN)/python -m infant_mortality.tools.calibrate --warehouse warehouse/dev/infant_mortality.duckdb $(ARGS)
 	$(BIN)/python -m infant_mortality.publish
 
-## The scale benchmark (not a test): builds generated national microdata at six sizes; writes
+## The scale benchmark (not a test). It builds generated national microdata at six sizes and writes
 ## BENCHMARKS.md and benchmarks/scale.{json,png}; needs ~25 GB of disk (its duration: BENCHMARKS.md).
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -r requirements-bench.lock

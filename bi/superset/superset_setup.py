@@ -58,11 +58,20 @@ REPO_ROOT = HERE.parent.parent
 _I18N_FILE = REPO_ROOT / "python" / "infant_mortality" / "report" / "i18n.py"
 
 
-def _report_messages() -> dict[str, tuple[str, str]]:
-    spec = importlib.util.spec_from_file_location("imr_report_i18n", _I18N_FILE)
+def _module_from_file(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module.MESSAGES
+    return module
+
+
+def _report_messages() -> dict[str, tuple[str, str]]:
+    # Superset's environment does not have the package: the catalogue's one import, the render
+    # context (standard library only), is loaded from its file under its own name first.
+    if "infant_mortality.report.context" not in sys.modules:
+        _module_from_file("infant_mortality.report.context", _I18N_FILE.with_name("context.py"))
+    return _module_from_file("imr_report_i18n", _I18N_FILE).MESSAGES
 
 
 def _sql_text(text: str) -> str:
