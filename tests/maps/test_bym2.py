@@ -188,3 +188,16 @@ def test_no_death_anywhere_gives_no_posterior_and_says_why():
     assert out["note"].str.contains("no BYM2 posterior").all() and out["method"].isna().all()
     with pytest.raises(ValueError, match="improper"):
         bym2.fit_bym2([0, 0], [10, 20], bym2.decompose(2, [(0, 1)]))
+
+
+def test_exceedance_probabilities_stay_probabilities_even_against_a_zero_rate():
+    """A region with no death has a threshold of 0: every commune exceeds it with probability 1
+    (to rounding, never above), and no probability leaves [0, 1] by rounding (1.0000000000000002 stopped a small
+    scoped build on the mart's check)."""
+    graph = bym2.decompose(5, [(0, 1), (1, 2), (2, 3), (3, 4)])
+    fit = bym2.fit_bym2([0, 1, 0, 3, 0], [2, 40, 3, 900, 5], graph)
+    certain = fit.prob_exceeds(np.zeros(5))
+    assert ((certain <= 1) & (np.abs(certain - 1) < 1e-12)).all()
+    for threshold in (1e-6, 1e-3, 0.01, 0.5):
+        p = fit.prob_exceeds(np.full(5, threshold))
+        assert ((p >= 0) & (p <= 1)).all()
