@@ -201,3 +201,20 @@ def test_exceedance_probabilities_stay_probabilities_even_against_a_zero_rate():
     for threshold in (1e-6, 1e-3, 0.01, 0.5):
         p = fit.prob_exceeds(np.full(5, threshold))
         assert ((p >= 0) & (p <= 1)).all()
+
+
+def test_a_fit_that_finds_no_mode_leaves_its_group_empty_and_says_why(monkeypatch):
+    """Seen on generated microdata of three small regions: the group gets no estimate and a note,
+    and the build goes on (the mart's other groups are untouched)."""
+    rows = [(f"0000{i}", f"c{i}", "01", "imr", 2010, 2014, 1000, d, n, 8.0)
+            for i, (d, n) in enumerate([(10, 1200), (4, 900), (9, 1500)])]
+    neighbours = pd.DataFrame({"commune_code": ["00000", "00001"], "neighbour_code": ["00001", "00000"]})
+
+    def no_mode(*args, **kwargs):
+        raise bym2.NotConverged("BYM2 Newton iterations did not converge")
+
+    monkeypatch.setattr(bym2, "fit_bym2", no_mode)
+    out = bym2.bym2_commune_rates(_pooled(rows), neighbours)
+    assert out["bym2_rate_per_1000"].isna().all() and out["bym2_prob_exceeds_region"].isna().all()
+    assert (out["note"] == "the BYM2 fit did not converge for this indicator and period: no BYM2 estimate").all()
+    assert out["crude_rate_per_1000"].notna().all()
