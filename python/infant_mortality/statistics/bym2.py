@@ -40,6 +40,8 @@ from scipy import optimize, sparse, special, stats
 from scipy.sparse import csgraph
 from scipy.sparse import linalg as sparse_linalg
 
+from infant_mortality.statistics import smoothing
+
 PC_PREC_U, PC_PREC_ALPHA = 1.0, 0.01  # P(sd > 1) = 0.01: INLA's bym2 default pc.prec
 PC_PHI_U, PC_PHI_ALPHA = 0.5, 0.5  # P(phi < 0.5) = 0.5: INLA's bym2 default pc
 DZ = 0.75  # grid step in the standardised hyperparameter coordinates (INLA's dz)
@@ -441,16 +443,9 @@ class NotConverged(RuntimeError):
 
 # --- the mart rows ---------------------------------------------------------------------------------
 
-GROUP = ["indicator", "period_start", "period_end"]
+GROUP = smoothing.GROUP
 OUTPUT_DTYPES = {
-    "commune_code": "string",
-    "commune_name": "string",
-    "region_code": "string",
-    "indicator": "string",
-    "period_start": "Int64",
-    "period_end": "Int64",
-    "deaths": "Int64",
-    "live_births": "Int64",
+    **smoothing.COMMUNE_PERIOD_DTYPES,
     "crude_rate_per_1000": "Float64",
     "region_rate_per_1000": "Float64",
     "bym2_rate_per_1000": "Float64",

@@ -21,6 +21,8 @@ import warnings
 
 import numpy as np
 
+from infant_mortality.statistics import smoothing
+
 PERMUTATIONS = 999
 SEED = 46  # the number: any fixed seed makes the pseudo p-values reproducible
 QUADRANTS = {1: "high-high", 2: "low-high", 3: "low-low", 4: "high-low"}  # esda's q
@@ -110,16 +112,9 @@ def spatial_clusters(deaths, births, neighbours: list[list[int]], alpha: float,
             "cluster_type": cluster_types(quadrant, q, alpha)}
 
 
-GROUP = ["indicator", "period_start", "period_end"]
+GROUP = smoothing.GROUP
 OUTPUT_DTYPES = {
-    "commune_code": "string",
-    "commune_name": "string",
-    "region_code": "string",
-    "indicator": "string",
-    "period_start": "Int64",
-    "period_end": "Int64",
-    "deaths": "Int64",
-    "live_births": "Int64",
+    **smoothing.COMMUNE_PERIOD_DTYPES,
     "eb_standardised_rate": "Float64",
     "local_moran_i": "Float64",
     "p_value": "Float64",

@@ -26,7 +26,9 @@ import pandas as pd
 from scipy import stats
 
 GROUP = ["indicator", "period_start", "period_end"]
-OUTPUT_DTYPES = {
+# The keys and pooled counts every commune-period mart of the maps room starts with (smoothed,
+# BYM2 and cluster rows alike).
+COMMUNE_PERIOD_DTYPES = {
     "commune_code": "string",
     "commune_name": "string",
     "region_code": "string",
@@ -35,6 +37,9 @@ OUTPUT_DTYPES = {
     "period_end": "Int64",
     "deaths": "Int64",
     "live_births": "Int64",
+}
+OUTPUT_DTYPES = {
+    **COMMUNE_PERIOD_DTYPES,
     "crude_rate_per_1000": "Float64",
     "eb_global_rate_per_1000": "Float64",
     "eb_local_rate_per_1000": "Float64",
