@@ -471,14 +471,7 @@ def bym2_commune_rates(pooled, neighbours):
     deaths, live_births, region_rate_per_1000); ``neighbours``: commune_code, neighbour_code."""
     import pandas as pd
 
-    required = {"commune_code", "commune_name", "region_code", *GROUP, "multiplier", "deaths", "live_births",
-                "region_rate_per_1000"}
-    missing = required - set(pooled.columns)
-    if missing:
-        raise ValueError(f"pooled counts lack columns: {sorted(missing)}")
-    keys = ["commune_code", *GROUP]
-    if pooled.duplicated(keys).any():
-        raise ValueError("pooled counts repeat commune/indicator/period")
+    smoothing.check_pooled_counts(pooled)
     from threadpoolctl import threadpool_limits
 
     pairs = list(zip(neighbours["commune_code"], neighbours["neighbour_code"]))

@@ -129,6 +129,20 @@ def prob_exceeds(deaths, births, a: float, b: float, threshold) -> np.ndarray:
     return stats.gamma.sf(threshold, b * b / a + d, scale=1.0 / (b / a + n))
 
 
+def check_pooled_counts(pooled) -> None:
+    """The pooled counts every maps-room statistic reads (EB, BYM2): the columns it needs, and one
+    row per commune, indicator and period."""
+    required = {"commune_code", "commune_name", "region_code", *GROUP, "multiplier", "deaths", "live_births",
+                "region_rate_per_1000"}
+    missing = required - set(pooled.columns)
+    if missing:
+        raise ValueError(f"pooled counts lack columns: {sorted(missing)}")
+    keys = ["commune_code", *GROUP]
+    repeated = pooled[pooled.duplicated(keys, keep=False)]
+    if not repeated.empty:
+        raise ValueError(f"pooled counts repeat commune/indicator/period: {repeated[keys].head(5).to_dict('records')}")
+
+
 def smooth_commune_rates(pooled: pd.DataFrame, neighbours: pd.DataFrame) -> pd.DataFrame:
     """Rows of ``fct_smoothed_rates`` from the pooled counts and the neighbour pairs.
 
@@ -141,15 +155,7 @@ def smooth_commune_rates(pooled: pd.DataFrame, neighbours: pd.DataFrame) -> pd.D
     gets null estimates and a note; an island, or a commune none of whose neighbours has a rate,
     gets the global estimate as its local one, with a note.
     """
-    required = {"commune_code", "commune_name", "region_code", *GROUP, "multiplier", "deaths", "live_births",
-                "region_rate_per_1000"}
-    missing = required - set(pooled.columns)
-    if missing:
-        raise ValueError(f"pooled counts lack columns: {sorted(missing)}")
-    keys = ["commune_code", *GROUP]
-    repeated = pooled[pooled.duplicated(keys, keep=False)]
-    if not repeated.empty:
-        raise ValueError(f"pooled counts repeat commune/indicator/period: {repeated[keys].head(5).to_dict('records')}")
+    check_pooled_counts(pooled)
     negative = pooled[pooled["deaths"] < 0]
     if not negative.empty:
         raise ValueError(f"negative pooled deaths for commune(s) {sorted(negative['commune_code'].unique())}")
