@@ -7,6 +7,8 @@ SUPERSET_PORT ?= 8088
 # QUIET=1: the install and the build print their steps and failures only (uv, pip and dbt quiet).
 QUIET ?=
 QUIET_FLAG := $(if $(QUIET),--quiet)
+# FORCE=1: `make warehouse` rebuilds even when the published release is up to date.
+FORCE ?=
 
 .PHONY: help warehouse test test-fast test-e2e docs report superset calibrate bench bench-compare clean
 
@@ -26,8 +28,9 @@ $(STAMP): requirements.lock pyproject.toml
 
 ## Build and test the warehouse on the bundled data; publish warehouse/infant_mortality.duckdb, its Parquet files and the GeoPackage as one release.
 ## Every step says what it does and how far it is; QUIET=1 prints only the steps and the summary.
+## Nothing to do when the release was built from the same sources and is intact; FORCE=1 rebuilds.
 warehouse: $(STAMP)
-	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG)
+	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG) $(if $(FORCE),,--if-changed)
 
 ## The whole test suite (builds its own temporary warehouses; needs no `make warehouse`).
 ## One worker per core, each test file on one worker (its module fixtures are built once); prints the 30 slowest steps.

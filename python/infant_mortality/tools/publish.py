@@ -77,6 +77,7 @@ import duckdb
 import yaml
 
 from infant_mortality.tools.progress import Heartbeat, say
+from infant_mortality.tools.sources import fingerprint
 
 DEFAULT_PUBLISHED = "warehouse/infant_mortality.duckdb"
 MARTS_SCHEMA = "marts"
@@ -511,7 +512,8 @@ def _fsync_tree(folder: Path) -> None:
             os.close(fd)
 
 
-def _write_manifest(folder: Path, release_id: str, marts: list[Mart], storage: str) -> None:
+def _write_manifest(folder: Path, release_id: str, marts: list[Mart], storage: str,
+                    sources: str | None = None) -> None:
     files = {
         str(path.relative_to(folder)): {"bytes": path.stat().st_size, "sha256": _sha256(path)}
         for path in sorted(folder.rglob("*")) if path.is_file()
@@ -522,6 +524,7 @@ def _write_manifest(folder: Path, release_id: str, marts: list[Mart], storage: s
         "storage_version": storage,
         "marts": {mart.name: mart.rows for mart in marts},
         "files": files,
+        "sources_sha256": sources,  # what it was built from (tools/sources.py); None: not comparable
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
@@ -804,7 +807,7 @@ def _announced(say: Callable[[str], None] | None, what: str, far: Callable[[], s
 
 
 def release(paths: Paths, incoming: Path, release_id: str,
-            say: Callable[[str], None] | None = _log) -> tuple[list[Mart], str]:
+            say: Callable[[str], None] | None = _log, sources: str | None = None) -> tuple[list[Mart], str]:
     """Turn a built database in `incoming` into the published release (steps 2 to 5); `say`
     reports each step that takes seconds as it starts, how far it is while it runs, and its time
     (None: nothing)."""
@@ -820,7 +823,7 @@ def release(paths: Paths, incoming: Path, release_id: str,
             exporter.write(database, destination, release_id)
         _step(f"exported:{exporter.name}")
     with _announced(say, "Writing RELEASE.json (checksums of every file) and switching readers to the new release"):
-        _write_manifest(incoming, release_id, marts, storage)
+        _write_manifest(incoming, release_id, marts, storage, sources)
         _fsync_tree(incoming)
     _step("manifest")
     final = paths.releases / release_id
@@ -902,9 +905,28 @@ def _display(path: Path, project_dir: Path) -> str:
 # Commands
 
 
-def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
+def up_to_date(paths: Paths, sources: str | None) -> str | None:
+    """The published release's id if it was built from `sources` and every file of it is intact."""
+    if sources is None or not (paths.current / MANIFEST).is_file():
+        return None
+    if json.loads((paths.current / MANIFEST).read_text()).get("sources_sha256") != sources:
+        return None
+    try:
+        return check_release(paths.folder, paths.published.name)
+    except PublishError:
+        return None  # a damaged release is rebuilt, not trusted
+
+
+def publish(paths: Paths, dbt_vars: str | None, quiet: bool, if_changed: bool = False) -> int:
     started = time.monotonic()
     vars_args = _dbt_vars_args(dbt_vars)
+    sources = fingerprint(paths.project_dir, dbt_vars)
+    current = up_to_date(paths, sources) if if_changed else None
+    if current:
+        _log(f"Up to date: release {current} ({_display(paths.published, paths.project_dir)}) was built from "
+             f"these same sources and settings, and every file of it is intact; nothing to build "
+             f"({time.monotonic() - started:.1f} s). `make warehouse FORCE=1` rebuilds anyway.")
+        return 0
     with new_release(paths) as (release_id, incoming):
         database = incoming / paths.published.name
         _fresh(paths.building)
@@ -930,7 +952,7 @@ def publish(paths: Paths, dbt_vars: str | None, quiet: bool) -> int:
             for line in failure_lines(output):
                 _log(f"  {line}", err=True)
             return 1
-        marts, storage = release(paths, incoming, release_id, say=None if quiet else _log)
+        marts, storage = release(paths, incoming, release_id, say=None if quiet else _log, sources=sources)
     finished = time.monotonic()
 
     size_mb = paths.published.stat().st_size / 1e6
@@ -999,6 +1021,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--project-dir", type=Path, default=None,
                         help="the dbt project (default: the working directory if it has dbt_project.yml, "
                         "else this repository)")
+    parser.add_argument("--if-changed", action="store_true",
+                        help="do nothing when the published release was built from the same sources and settings "
+                        "and is intact (`make warehouse`; never skipped with --vars or inputs outside the project)")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="do not echo dbt's progress nor say how far each step is (failures and the summary "
                         "are still shown)")
@@ -1016,7 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.docs_only:
             return docs_only(paths, args.vars, args.quiet)
-        return publish(paths, args.vars, args.quiet)
+        return publish(paths, args.vars, args.quiet, if_changed=args.if_changed)
     except PublishError as error:
         print(f"\npublish FAILED: {error}", file=sys.stderr, flush=True)
     except (OSError, duckdb.Error) as error:
