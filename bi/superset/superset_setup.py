@@ -261,7 +261,8 @@ CHARTS = [
         "key": "trend",
         "name": "Infant mortality of the region per 1000 live births by year, with its 95% interval and Chile (trend)",
         "description": "The region's yearly infant mortality rate per 1000 live births with its exact 95% "
-                       "confidence interval, and Chile's rate.",
+                       "confidence interval, and Chile's rate. Black line: the region; light grey: the bounds of "
+                       "its interval; orange: Chile.",
         "table": "region_year_rates",
         "viz_type": "echarts_timeseries_line",
         "x_axis": "year",
@@ -314,7 +315,8 @@ CHARTS_ES = [
      "name": "Tasa de mortalidad infantil de la región por 1.000 nacidos vivos por año, con su IC 95 % y Chile "
              "(serie anual)",
      "description": "La TMI anual de la región por 1.000 nacidos vivos con su intervalo de confianza exacto del "
-                    "95 %, y la de Chile.",
+                    "95 %, y la de Chile. Línea negra: la región; gris claro: los límites de su intervalo; "
+                    "naranja: Chile.",
      "metrics": [{**metric, "label": name} for metric, name in zip(
          CHARTS[1]["metrics"], ["Región", "IC 95% inf.", "IC 95% sup.", "Chile"])]},
     {**CHARTS[2], "table": "tendencias_region",
@@ -337,6 +339,17 @@ DASHBOARDS = [
      "filter_description": "La región cuyas comunas, tendencia y comparaciones se muestran."},
 ]
 DASHBOARD_TITLE = DASHBOARDS[0]["title"]
+# The trend chart's series told apart by lightness, not by hue alone (readers who cannot tell red
+# from green, a page printed in grey): the region black, its interval's two bounds light grey (the
+# lower always below the rate, the upper above it), Chile vermillion (Okabe-Ito), between the two
+# in lightness. In the order of the trend chart's metrics; a test checks the lightness steps.
+SERIES_COLOURS = ("#000000", "#BBBBBB", "#BBBBBB", "#D55E00")
+
+
+def series_colours(charts: list[dict]) -> dict:
+    """The dashboard's `label_colors`: each series of its trend chart, by its label, to its colour."""
+    trend = next(chart for chart in charts if chart["key"] == "trend")
+    return {metric["label"]: colour for metric, colour in zip(trend["metrics"], SERIES_COLOURS, strict=True)}
 # The dashboard's title in full: Superset lets its header's tags and dates squeeze it to a few
 # letters ("Mor...") when the filter bar is open on a narrow screen or a phone.
 DASHBOARD_CSS = """.header-with-actions .title-panel > div:first-child { flex-shrink: 0; max-width: 100%; }
@@ -504,7 +517,8 @@ def export(uri: str) -> None:
             slices.append(slc)
         db.session.flush()
         metadata = {"native_filter_configuration": [_region_filter(datasets[spec["filter_dataset"]].id, spec)],
-                    "color_scheme": "", "cross_filters_enabled": False}
+                    "color_scheme": "", "label_colors": series_colours(spec["charts"]),
+                    "cross_filters_enabled": False}
         dashboard = Dashboard(dashboard_title=spec["title"], slug=spec["slug"], published=True, css=DASHBOARD_CSS,
                               uuid=_stable_uuid(spec["title"]),
                               position_json=json.dumps(_positions(slices, spec["charts"])),

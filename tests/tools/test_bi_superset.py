@@ -763,3 +763,26 @@ def test_a_sql_lab_session_that_tries_leaves_files_and_the_release_alone(publish
     finally:
         wal.unlink(missing_ok=True)
         (release / "copied.csv").unlink(missing_ok=True)
+
+
+def _lightness(colour: str) -> float:
+    """CIE L* of an sRGB colour: what a reader who cannot tell the hues apart still sees."""
+    linear = [(c / 12.92) if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+              for c in (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))]
+    y = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    return 116 * y ** (1 / 3) - 16 if y > 216 / 24389 else 24389 / 27 * y
+
+
+def test_the_trend_chart_s_series_differ_in_lightness_not_only_in_hue():
+    dashboards = {d["slug"]: d for d in _export_files("dashboards").values()}
+    charts = {c["slice_name"]: c for c in _export_files("charts").values()}
+    for slug in (EN, ES):
+        colours = dashboards[slug]["metadata"]["label_colors"]
+        trend = next(c for c in charts.values() if c["viz_type"] == "echarts_timeseries_line"
+                     and {m["label"] for m in c["params"]["metrics"]} <= set(colours))
+        region, low, high, chile = (colours[m["label"]] for m in trend["params"]["metrics"])
+        assert low == high  # the interval's two bounds: one style, told apart by position
+        levels = sorted(_lightness(c) for c in (region, low, chile))
+        assert min(b - a for a, b in zip(levels, levels[1:])) >= 15, (slug, levels)
+        # The description says which line is which, in the dashboard's language.
+        assert ("Black line" if slug == EN else "Línea negra") in trend["description"]
