@@ -113,16 +113,19 @@ def _committed() -> pd.DataFrame:
 
 def test_the_published_rule_keeps_its_familywise_bound_on_our_denominators():
     """The acceptance of the calibration: with no spatial structure, on the country's real births
-    and neighbours, the published rule calls a cluster anywhere on the map in at most alpha of
-    maps (within 2 MC se, and the Wilson upper limit below alpha), in every period; the
-    unadjusted p <= alpha calls about 2 alpha of communes; the planted cluster is found."""
+    and neighbours, the published rule calls a cluster anywhere on the map, and on each region's
+    part of it, in at most alpha of maps (within 2 MC se, and the Wilson upper limit below alpha),
+    in every period; the unadjusted two-sided p <= alpha calls about alpha of communes (a valid
+    p-value) and so nearly every map has false calls."""
     table = _committed()
-    null = table[(table.scenario == "no_structure") & (table.area == "country")].set_index(["rule", "period_start", "period_end"])
-    assert len(null.loc["published"]) == 3 and (null.n_replicates >= 200).all()
+    null = table[(table.scenario == "no_structure")].set_index(["rule", "area", "period_start", "period_end"])
+    country = null.loc["published"].loc["country"]
+    assert len(country) == 3 and (country.n_replicates >= 200).all()
     for period, row in null.loc["published"].iterrows():
         assert row.holds_level and row.familywise_ci95_upper <= row.nominal_level, period
-    for period, row in null.loc["unadjusted"].iterrows():
-        assert 1.5 * row.nominal_level <= row.commune_rate <= 2.5 * row.nominal_level, period
+    for period, row in null.loc["unadjusted"].loc["country"].iterrows():
+        assert row.holds_level and row.commune_rate >= 0.8 * row.nominal_level, period
+        assert row.familywise_rate > 0.9, period
     planted = table[(table.scenario == "planted_cluster") & (table.area == "planted group")]
     assert len(planted) == 6 and (planted.event == "high-high (a detection)").all()
 
