@@ -62,6 +62,18 @@ def test_on_a_ring_the_simulated_error_rates_are_what_counting_gives():
     assert rows.loc[("published", "country")].commune_rate <= unadjusted.commune_rate
 
 
+def test_the_high_high_quadrant_read_back_is_esdas():
+    """The power counts planted communes called high-high under either rule, so the quadrant is
+    read back from the mart's columns (standardised rate above its mean, positive local I): at
+    alpha 0.999 nearly every commune is typed, and where it is, the two agree."""
+    pooled, neighbours = _cycle(12, births=2000)
+    calls = simulate_calls(pooled, neighbours, SCENARIO_BY_NAME["no_structure"], 10,
+                           np.random.default_rng(5), alpha=0.999, permutations=99)
+    typed = calls[calls["cluster_type"] != "not significant"]
+    assert len(typed) > 60 and typed["high_high"].any() and not typed["high_high"].all()
+    assert ((typed["cluster_type"] == "high-high") == typed["high_high"]).all()
+
+
 def test_summaries_count_communes_and_maps_as_by_hand():
     """Three replicates of two regions: the per-commune share, the family-wise share (maps with
     any call), their Monte Carlo errors and the Wilson interval, counted by hand."""
