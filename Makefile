@@ -10,7 +10,7 @@ QUIET_FLAG := $(if $(QUIET),--quiet)
 # FORCE=1: `make warehouse` rebuilds even when the published release is up to date.
 FORCE ?=
 
-.PHONY: help warehouse test test-fast test-e2e docs report superset calibrate bench bench-compare clean
+.PHONY: help warehouse test test-fast test-e2e docs report superset calibrate calibrate-clusters bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
@@ -67,6 +67,16 @@ superset:
 calibrate: $(STAMP)
 	DBT_PROFILES_DIR=profiles $(BIN)/dbt build --quiet --exclude assert_headline_trend_rule_holds_its_size
 	$(BIN)/python -m infant_mortality.tools.calibrate --warehouse warehouse/dev/infant_mortality.duckdb $(ARGS)
+	$(BIN)/python -m infant_mortality.publish
+
+## The cluster rule's error rate and power by simulation on the build's own births and neighbours
+## (not part of `make warehouse`; about 20 min on two cores): builds the development warehouse
+## without the test that reads the old calibration (rerun this after changing cluster_fdr_alpha or
+## cluster_permutations), writes seeds/cluster_calibration.csv, then publishes
+## marts.fct_cluster_calibration. Quick run: make calibrate-clusters ARGS='--null-replicates 40 --power-replicates 20'.
+calibrate-clusters: $(STAMP)
+	DBT_PROFILES_DIR=profiles $(BIN)/dbt build --quiet --exclude assert_published_cluster_rule_holds_its_level
+	$(BIN)/python -m infant_mortality.tools.calibrate_clusters --warehouse warehouse/dev/infant_mortality.duckdb $(ARGS)
 	$(BIN)/python -m infant_mortality.publish
 
 ## The scale benchmark (not a test). It builds generated national microdata at six sizes and writes

@@ -185,6 +185,7 @@ NOT_AREA_AGGREGATES = {
     "fct_commune_vs_peers": "a commune against peers chosen across regions, each on its own published years",
     "fct_commune_vs_benchmark": "a commune against benchmark communes, each on its own published years",
     "fct_trend_calibration": "simulated series on the build's births: no area figure",
+    "fct_cluster_calibration": "simulated maps on the build's births: no area figure",
     "dim_trend_method": "the list of trend methods: no area figure",
     "audit_births_sources": "commune-year births of two sources side by side (an audit)",
 }

@@ -57,7 +57,8 @@ def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed():
     births = rng.integers(200, 4000, n)
     rate = np.where(np.arange(n) % 7 < 3, 0.012, 0.006)  # a high west, a low east: clusters to find
     deaths = rng.poisson(births * rate)
-    result = clusters.spatial_clusters(deaths, births, neighbours, alpha=0.05)
+    # alpha 0.15: on 49 communes with two to four neighbours each, the two-sided q-values start at 0.098.
+    result = clusters.spatial_clusters(deaths, births, neighbours, alpha=0.15)
     w = libpysal.weights.W(dict(enumerate(neighbours)), silence_warnings=True)
     with np.errstate(all="ignore"):
         reference = Moran_Local_Rate(deaths, births, w, permutations=999, seed=clusters.SEED)
@@ -68,8 +69,10 @@ def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed():
     # the observed one on the other side: a count or two of 999.
     with np.errstate(all="ignore"):
         same_values = Moran_Local(result["eb_standardised_rate"], w, permutations=999, seed=clusters.SEED)
-    assert result["p_value"][tested] == pytest.approx(same_values.p_sim[tested], abs=1e-7)
-    assert result["p_value"][tested] == pytest.approx(reference.p_sim[tested], abs=2.5e-3)
+    # The published p is two-sided: twice esda's (one-sided in the direction observed), capped at 1.
+    assert result["p_value"][tested] == pytest.approx(np.minimum(1, 2 * same_values.p_sim[tested]), abs=2e-7)
+    assert result["p_value"][tested] == pytest.approx(np.minimum(1, 2 * reference.p_sim[tested]), abs=5e-3)
+    assert clusters.two_sided([0.001, 0.3, 0.5, 0.6]) == pytest.approx([0.002, 0.6, 1.0, 1.0])
     # The island: no local I, no p, its own type.
     assert np.isnan(result["local_moran_i"][-1]) and np.isnan(result["q_value"][-1])
     assert result["cluster_type"][-1] == clusters.NO_NEIGHBOURS
@@ -77,7 +80,7 @@ def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed():
     kinds = set(result["cluster_type"])
     assert "low-low" in kinds and kinds <= {*clusters.QUADRANTS.values(), clusters.NOT_SIGNIFICANT, clusters.NO_NEIGHBOURS}
     # Types follow esda's quadrants where q <= alpha.
-    significant = result["q_value"] <= 0.05
+    significant = result["q_value"] <= 0.15
     quadrant_names = np.array([clusters.QUADRANTS[q] for q in reference.q])
     assert (result["cluster_type"][significant] == quadrant_names[significant]).all()
     assert (result["cluster_type"][tested & ~significant] == clusters.NOT_SIGNIFICANT).all()
