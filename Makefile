@@ -86,7 +86,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
 
 ## The warehouse against an analyst's pandas and DuckDB scripts (not a test): whole processes in turns,
-## medians and ratios; writes benchmarks/compare.json and a section of BENCHMARKS.md.
+## medians and ratios, each whole and above dbt's no-op floor (a `dbt ls` timed in the same turns);
+## writes benchmarks/compare.json and a section of BENCHMARKS.md.
 ## Quick run: make bench-compare ARGS='--repeat 1 --scale 0.25' (or --cases bundled).
 bench-compare: $(STAMP)
 	$(BIN)/python benchmarks/bench_compare.py $(ARGS)

@@ -6,7 +6,10 @@ Not a test. Each case runs the warehouse and the project's baseline scripts
 (warehouse, script, script, warehouse, ...), so that every side sees the same load of a shared
 machine; it reports the median wall time, CPU time (user + system of the process and its
 children) and peak resident memory (the largest process of the tree, `ru_maxrss`) of each, and
-the ratios of the medians. Two cases:
+the ratios of the medians. Every case also times dbt's floor, a no-op `dbt ls` of one model
+(importing dbt-core, reading the project and writing its artifacts: what any `dbt build` pays
+before its first node), in the same turns, and reports each warehouse ratio twice: whole, and
+above the floor ((warehouse - floor) / script). Two cases:
 
 - bundled: `dbt build` on a fresh file and `make warehouse` (the publish step) rebuilt over a
   previous release, against the bundled-data scripts (rates with exact limits, each commune
@@ -121,18 +124,27 @@ def medians(runs: list[Measure]) -> dict[str, float]:
             for key in ("wall_seconds", "cpu_seconds", "peak_rss_mb", "load_average")}
 
 
-def ratio_rows(runs: dict[str, list[Measure]], warehouse: str, scripts: list[str]) -> list[dict]:
-    """One row per (warehouse, script) pair: the medians of both and their ratios."""
+def ratio_rows(runs: dict[str, list[Measure]], warehouse: str, scripts: list[str],
+               floor: str | None = None) -> list[dict]:
+    """One row per (warehouse, script) pair: the medians of both and their ratios. With `floor`
+    (the contender timing dbt's no-op), also the floor's medians and the wall and CPU ratios of the
+    warehouse above it: (warehouse - floor) / script, the work dbt's start-up does not explain."""
     rows = []
     ours = medians(runs[warehouse])
+    below = medians(runs[floor]) if floor else None
     for script in scripts:
         theirs = medians(runs[script])
-        rows.append({"warehouse": warehouse, "script": script, "runs": len(runs[script]),
-                     **{f"warehouse_{k}": v for k, v in ours.items()},
-                     **{f"script_{k}": v for k, v in theirs.items()},
-                     "wall_ratio": ours["wall_seconds"] / theirs["wall_seconds"],
-                     "cpu_ratio": ours["cpu_seconds"] / theirs["cpu_seconds"],
-                     "memory_ratio": ours["peak_rss_mb"] / theirs["peak_rss_mb"]})
+        row = {"warehouse": warehouse, "script": script, "runs": len(runs[script]),
+               **{f"warehouse_{k}": v for k, v in ours.items()},
+               **{f"script_{k}": v for k, v in theirs.items()},
+               "wall_ratio": ours["wall_seconds"] / theirs["wall_seconds"],
+               "cpu_ratio": ours["cpu_seconds"] / theirs["cpu_seconds"],
+               "memory_ratio": ours["peak_rss_mb"] / theirs["peak_rss_mb"]}
+        if below:
+            row.update({"floor_wall_seconds": below["wall_seconds"], "floor_cpu_seconds": below["cpu_seconds"],
+                        "wall_ratio_above_floor": (ours["wall_seconds"] - below["wall_seconds"]) / theirs["wall_seconds"],
+                        "cpu_ratio_above_floor": (ours["cpu_seconds"] - below["cpu_seconds"]) / theirs["cpu_seconds"]})
+        rows.append(row)
     return rows
 
 
@@ -301,6 +313,22 @@ def dbt_build_command(extra_vars: dict | None = None) -> list[str]:
     return command + (["--vars", json.dumps(extra_vars)] if extra_vars else [])
 
 
+# The name of the floor's contender in every case.
+FLOOR = "dbt floor (no-op dbt ls)"
+
+
+def dbt_floor(workdir: Path, extra_vars: dict | None = None) -> Contender:
+    """dbt's no-op: `dbt ls` of one model with the build's profile and vars, in a folder of its own
+    (its partial-parse file kept between runs, as the build's is; the build's file untouched), so
+    it pays what every `dbt build` pays before its first node: dbt-core's imports, the parse, the
+    artifacts."""
+    database = workdir / "floor" / "floor.duckdb"
+    command = [DBT, "--no-use-colors", "ls", "--select", "dim_commune", "--resource-type", "model",
+               "--profiles-dir", "profiles"]
+    command += ["--vars", json.dumps(extra_vars)] if extra_vars else []
+    return Contender(FLOOR, command, dbt_env(workdir / "floor", database))
+
+
 def baseline(script: str, *arguments) -> list[str]:
     return [sys.executable, str(BASELINES / script), *map(str, arguments)]
 
@@ -338,14 +366,15 @@ def bundled_case(workdir: Path, repeat: int, log) -> dict:
         Contender("pandas script", baseline("bundled_pandas.py", raw, out), prepare=_fresh(out)),
         Contender("make warehouse (rebuilt)", publish, publish_env),
         Contender("DuckDB script", baseline("bundled_duckdb.py", raw, out), prepare=_fresh(out)),
+        dbt_floor(workdir),
     ]
     runs = alternate(contenders, repeat, log)
     _fresh(database)()
     profile = profiled_build(dbt_build_command(), build_env, workdir / "build" / "target")
     return {"repeat": repeat, "uptime": _uptime(),
             "runs": {name: [asdict(r) for r in measures] for name, measures in runs.items()},
-            "ratios": ratio_rows(runs, "dbt build", ["pandas script", "DuckDB script"])
-            + ratio_rows(runs, "make warehouse (rebuilt)", ["pandas script", "DuckDB script"]),
+            "ratios": ratio_rows(runs, "dbt build", ["pandas script", "DuckDB script"], FLOOR)
+            + ratio_rows(runs, "make warehouse (rebuilt)", ["pandas script", "DuckDB script"], FLOOR),
             "profile": profile}
 
 
@@ -362,14 +391,17 @@ def generate_microdata(files: Path, scale: float, years: str, log) -> dict:
     return json.loads(manifest_path.read_text())
 
 
+def microdata_vars(workdir: Path, manifest: dict, files: Path) -> dict:
+    return {"vital_source": "deis_microdata", "deis_deaths_path": str(files / manifest["deaths_file"]),
+            "deis_births_path": str(files / manifest["births_folder"]),
+            "deis_cache_dir": str(workdir / "micro" / "cache")}
+
+
 def microdata_build(workdir: Path, manifest: dict, files: Path):
     """The microdata `dbt build` (command, environment) and what makes it fresh (file and cache)."""
     database, cache = workdir / "micro" / "build.duckdb", workdir / "micro" / "cache"
     database.parent.mkdir(parents=True, exist_ok=True)
-    command = dbt_build_command({"vital_source": "deis_microdata",
-                                 "deis_deaths_path": str(files / manifest["deaths_file"]),
-                                 "deis_births_path": str(files / manifest["births_folder"]),
-                                 "deis_cache_dir": str(cache)})
+    command = dbt_build_command(microdata_vars(workdir, manifest, files))
     return command, dbt_env(workdir / "micro", database), _fresh(database, database.with_suffix(".duckdb.wal"), cache)
 
 
@@ -385,6 +417,7 @@ def microdata_case(workdir: Path, scale: float, years: str, repeat: int, log) ->
         Contender("DuckDB counts SQL", baseline("microdata_duckdb.py", deaths, births, out), prepare=_fresh(out)),
         Contender("DuckDB load of every column as text",
                   baseline("microdata_duckdb.py", deaths, births, out, "--load-all-as-text"), prepare=_fresh(out)),
+        dbt_floor(workdir / "micro", microdata_vars(workdir, manifest, files)),
     ]
     runs = alternate(contenders, repeat, log)
     _fresh(out)()
@@ -393,7 +426,7 @@ def microdata_case(workdir: Path, scale: float, years: str, repeat: int, log) ->
     fresh_build()
     return {"scale": scale, "records": manifest["records"], "repeat": repeat, "uptime": _uptime(),
             "runs": {name: [asdict(r) for r in measures] for name, measures in runs.items()},
-            "ratios": ratio_rows(runs, "dbt build", [c.name for c in contenders[1:]]),
+            "ratios": ratio_rows(runs, "dbt build", [c.name for c in contenders[1:-1]], FLOOR),
             "profile": profile}
 
 
@@ -401,15 +434,24 @@ def microdata_case(workdir: Path, scale: float, years: str, repeat: int, log) ->
 # Results
 # --------------------------------------------------------------------------------------------
 
+def _floor_cells(r: dict) -> str:
+    """The floor and the ratios above it; blank for a row measured before the floor was."""
+    if "floor_wall_seconds" not in r:
+        return " | | |"
+    return (f" {r['floor_wall_seconds']:.1f} | **{r['wall_ratio_above_floor']:.2f}x** | "
+            f"{r['cpu_ratio_above_floor']:.2f}x |")
+
+
 def _ratio_table(rows: list[dict]) -> str:
     lines = ["| warehouse | script | runs | warehouse wall s | script wall s | **wall ratio** | warehouse CPU s | "
-             "script CPU s | CPU ratio | warehouse MB | script MB | load |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "script CPU s | CPU ratio | warehouse MB | script MB | load | dbt floor wall s | "
+             "**wall ratio above floor** | CPU ratio above floor |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['warehouse']} | {r['script']} | {r['runs']} | {r['warehouse_wall_seconds']:.1f} | "
                      f"{r['script_wall_seconds']:.1f} | **{r['wall_ratio']:.2f}x** | {r['warehouse_cpu_seconds']:.1f} | "
                      f"{r['script_cpu_seconds']:.1f} | {r['cpu_ratio']:.2f}x | {r['warehouse_peak_rss_mb']:,.0f} | "
-                     f"{r['script_peak_rss_mb']:,.0f} | {r['script_load_average']:.1f} |")
+                     f"{r['script_peak_rss_mb']:,.0f} | {r['script_load_average']:.1f} |{_floor_cells(r)}")
     return "\n".join(lines)
 
 
@@ -451,6 +493,8 @@ CPU = user + system seconds of the process and its children; MB = peak resident 
 largest process (`ru_maxrss`); load = the 1-minute load average when the script's runs started
 (median). The machine has 2 cores: a load above 2 means other work competed for them, so wall
 times are inflated and CPU seconds are the steadier figure. Scripts: `benchmarks/baselines/`.
+dbt floor = the median of a no-op `dbt ls` of one model timed in the same turns (dbt-core's
+start-up, which no `dbt build` can avoid); above floor = (warehouse - floor) / script.
 **Machine:** {results['machine']}.
 """]
     if "bundled" in results:

@@ -71,6 +71,8 @@ duckdb_temp_directory:   {type: text, optional: true}
 funnel_winsor_trim:      {type: number, min: 0, below: 0.5}
 peer_count:              {type: int, min: 1, max: 100}
 inequality_bootstrap_replicates: {type: int, min: 100}
+inequality_bootstrap_replicates_yearly: {type: int, min: 100}
+inequality_min_deaths:   {type: int, min: 0}
 external_deaths_tolerance_percent: {type: number, above: 0}
 official_anchor_tolerance_percent: {type: number, above: 0}
 {%- endset -%}

@@ -1,5 +1,7 @@
 """Geographic inequality: HEAT's BGV and index of disparity on hand vectors, the noise-corrected
-true-rate variance against simulations whose true variance is known, and the mart by hand."""
+true-rate variance against simulations whose true variance is known, the bootstrap drawn only where
+its interval is published (deaths floor, yearly replicates) and its Monte Carlo error, and the mart
+by hand."""
 
 from fractions import Fraction
 
@@ -128,6 +130,85 @@ def test_rows_per_region_country_year_and_period():
     assert (out[out["span"] == "year"].groupby("area_code").size() == 6).all()
     period = out[(out["span"] == "period") & (out["area_code"] == "01")].iloc[0]
     assert period["n_years_trend"] == 6 and period["true_variance_trend"] in {"increasing", "decreasing", "stationary"}
+
+
+def _two_regions_six_years(seed=3):
+    """Region 01: four communes with ~20 deaths each a year (~80 an area-year); region 02: three
+    communes with ~2 deaths each a year (~6 an area-year, ~36 over the period)."""
+    rng = np.random.default_rng(seed)
+    communes = [("01", f"0110{i}", 20) for i in range(1, 5)] + [("02", f"0210{i}", 2) for i in range(1, 4)]
+    yearly = pd.DataFrame([
+        {"region_code": region, "commune": code, "indicator": "imr", "multiplier": 1000, "year": year,
+         "deaths": rng.poisson(mean), "live_births": 3000}
+        for region, code, mean in communes for year in range(2010, 2016)
+    ])
+    pooled = (yearly.groupby(["region_code", "commune", "indicator", "multiplier"], as_index=False)
+              [["deaths", "live_births"]].sum()
+              .assign(period_start=2010, period_end=2015))
+    return yearly, pooled
+
+
+INTERVAL = ["true_variance_ci95_lower", "true_variance_ci95_upper", "true_cv_ci95_lower", "true_cv_ci95_upper"]
+
+
+def test_no_interval_below_the_deaths_floor_and_the_estimates_unchanged():
+    yearly, pooled = _two_regions_six_years()
+    out = geographic_inequality(yearly, pooled, replicates=200, min_years=5, p_threshold=0.05, min_deaths=20)
+    every = geographic_inequality(yearly, pooled, replicates=200, min_years=5, p_threshold=0.05)
+    below = out["deaths"] < 20
+    # Region 02's years (~6 deaths) fall below, its period (~36) and region 01 do not.
+    assert below.any() and not below.all()
+    assert set(out.loc[below, "area_code"]) == {"02"} and set(out.loc[below, "span"]) == {"year"}
+    assert out.loc[below, INTERVAL].isna().all().all()
+    assert out.loc[~below, INTERVAL].notna().all().all()
+    # What is published is what the full bootstrap gives; the floor removes intervals, nothing else.
+    pd.testing.assert_frame_equal(out.loc[~below], every.loc[~below])
+    unchanged = [c for c in out.columns if c not in INTERVAL]
+    pd.testing.assert_frame_equal(out[unchanged], every[unchanged])
+
+
+def test_without_replicates_no_draw_and_the_same_estimates():
+    with_interval = true_rate_variance(DEATHS, BIRTHS, replicates=300)
+    alone = true_rate_variance(DEATHS, BIRTHS, replicates=None)
+    assert {k: alone[k] for k in ("pooled_rate", "true_variance", "true_cv")} == \
+        {k: with_interval[k] for k in ("pooled_rate", "true_variance", "true_cv")}
+    assert all(np.isnan(alone[k]) for k in INTERVAL)
+
+
+def test_yearly_rows_take_their_own_replicates_and_period_rows_the_full_count():
+    yearly, pooled = _two_regions_six_years(seed=5)
+    out = geographic_inequality(yearly, pooled, replicates=1000, min_years=5, p_threshold=0.05,
+                                yearly_replicates=250)
+    # Second method: each area-span's communes passed to area_inequality directly.
+    country_2012 = yearly[yearly["year"] == 2012]
+    direct_year = area_inequality(country_2012["deaths"], country_2012["live_births"], 1000, replicates=250)
+    region_period = pooled[pooled["region_code"] == "01"]
+    direct_period = area_inequality(region_period["deaths"], region_period["live_births"], 1000, replicates=1000)
+    got_year = out[(out["area_code"] == "CL") & (out["span"] == "year") & (out["period_start"] == 2012)].iloc[0]
+    got_period = out[(out["area_code"] == "01") & (out["span"] == "period")].iloc[0]
+    for column in INTERVAL:
+        assert got_year[column] == direct_year[column]
+        assert got_period[column] == direct_period[column]
+    # 250 replicates are not 1000: the yearly interval is not the full bootstrap's.
+    full = area_inequality(country_2012["deaths"], country_2012["live_births"], 1000, replicates=1000)
+    assert got_year["true_variance_ci95_upper"] != full["true_variance_ci95_upper"]
+
+
+def test_monte_carlo_error_of_the_limits_falls_as_one_over_root_replicates():
+    """The Monte Carlo error stated in docs/methods/inequity.md: the spread of a percentile limit
+    over bootstrap seeds scales as 1 / sqrt(replicates), so 250 replicates carry twice the error
+    of 1000 (sqrt(1000 / 250) = 2); measured over 60 seeds on one simulated region."""
+    rng = np.random.default_rng(11)
+    deaths, births = simulate(rng, 40, 0.007, 0.002, births_range=(500, 8000))
+
+    def spread(replicates):
+        uppers = [true_rate_variance(deaths, births, replicates, seed)["true_variance_ci95_upper"]
+                  for seed in range(60)]
+        return np.std(uppers, ddof=1)
+
+    ratio = spread(250) / spread(1000)
+    # The ratio of two sample SDs over 60 seeds each: 2 within about +-25% (sampling error ~ 2 / sqrt(2 x 59)).
+    assert 1.5 < ratio < 2.6
 
 
 def test_warehouse_rm_2010_2019_by_hand(bundled_warehouse):

@@ -18,8 +18,8 @@ from conftest import REPO_ROOT
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 sys.path.insert(0, str(REPO_ROOT / "benchmarks" / "baselines"))
 from bench import keep_other_sections, marked_section, replace_section  # noqa: E402
-from bench_compare import (Contender, Measure, alternate, attribute_cpu, busy_threads, critical_path,  # noqa: E402
-                           measure, medians, ratio_rows)
+from bench_compare import (Contender, Measure, _ratio_table, alternate, attribute_cpu, busy_threads,  # noqa: E402
+                           critical_path, measure, medians, ratio_rows)
 from common import exact_limits, rest_of_region_limits  # noqa: E402
 
 
@@ -39,6 +39,31 @@ def test_medians_and_ratios_of_alternated_runs():
     assert row["cpu_ratio"] == pytest.approx(13 / 2.55)
     assert row["memory_ratio"] == pytest.approx(610 / 195)
     assert row["runs"] == 4
+
+
+def test_ratios_above_dbt_floor_subtract_the_floor_median_from_the_warehouse():
+    # Hand computation: warehouse medians 11 s wall, 13 s CPU; floor medians 4 s wall (3, 4, 6)
+    # and 3.5 s CPU; script medians 3.5 s wall, 2.55 s CPU.
+    runs = {"dbt build": [_m(10, 12), _m(30, 13), _m(11, 14)],
+            "floor": [_m(3, 3.0), _m(6, 4.0), _m(4, 3.5)],
+            "pandas script": [_m(2, 2), _m(5, 3), _m(4, 2.5), _m(3, 2.6)]}
+    [row] = ratio_rows(runs, "dbt build", ["pandas script"], floor="floor")
+    assert (row["floor_wall_seconds"], row["floor_cpu_seconds"]) == (4, 3.5)
+    assert row["wall_ratio"] == pytest.approx(11 / 3.5)  # the whole ratio is unchanged
+    assert row["wall_ratio_above_floor"] == pytest.approx((11 - 4) / 3.5)
+    assert row["cpu_ratio_above_floor"] == pytest.approx((13 - 3.5) / 2.55)
+    [without] = ratio_rows(runs, "dbt build", ["pandas script"])
+    assert "wall_ratio_above_floor" not in without
+
+
+def test_the_ratio_table_shows_the_floor_and_leaves_it_blank_for_older_rows():
+    runs = {"dbt build": [_m(11, 13)], "floor": [_m(4, 3.5)], "pandas script": [_m(3.5, 2.55)]}
+    [row] = ratio_rows(runs, "dbt build", ["pandas script"], floor="floor")
+    [older] = ratio_rows(runs, "dbt build", ["pandas script"])
+    header, _, new, old = _ratio_table([row, older]).splitlines()
+    assert header.count("|") == new.count("|") == old.count("|")
+    assert new.endswith("| 4.0 | **2.00x** | 3.73x |")  # (11 - 4) / 3.5 and (13 - 3.5) / 2.55
+    assert old.endswith("| | |")
 
 
 def test_contenders_alternate_and_reverse_every_other_round():

@@ -2,8 +2,9 @@
 rates (HEAT's BGV and index of disparity) and net of Poisson noise (the true-rate variance of the
 Poisson-gamma model, with a parametric bootstrap interval and its trend over the years); docs/methods/inequity.md,
 "Geographic inequality net of chance". The rules are `infant_mortality.statistics.geographic_inequality` (tested with pytest);
-replicates (var `inequality_bootstrap_replicates`) and the trend settings come through the YAML
-`config:`. The communes of an area enter over the years in which the area's own rate is
+replicates (vars `inequality_bootstrap_replicates`, `inequality_bootstrap_replicates_yearly`),
+the deaths floor of an interval (`inequality_min_deaths`) and the trend settings come through the
+YAML `config:`. The communes of an area enter over the years in which the area's own rate is
 available and theirs is published, with births > 0 (core's int_area_commune_years, the one
 availability rule of every aggregate of communes: an area-year without a rate has no row, and a
 period pools the years fct_area_period_rates pools)."""
@@ -31,6 +32,8 @@ def model(dbt, session):
     return typed_frame(geographic_inequality(
         yearly, pooled,
         replicates=int(dbt.config.get("inequality_bootstrap_replicates")),
+        yearly_replicates=int(dbt.config.get("inequality_bootstrap_replicates_yearly")),
+        min_deaths=int(dbt.config.get("inequality_min_deaths")),
         min_years=int(dbt.config.get("trend_min_years")),
         p_threshold=float(dbt.config.get("trend_p_threshold")),
     ))

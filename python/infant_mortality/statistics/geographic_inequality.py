@@ -12,7 +12,10 @@ r_i = d_i / n_i and the area's pooled rate b = sum d / sum n:
   BGV minus the noise a Poisson count adds on average; its coefficient of variation sqrt(a) / b.
 * A 95% percentile interval for a and its CV by parametric bootstrap from the fitted model:
   true rates Gamma(mean b, variance a), deaths Poisson(n_i theta_i), the estimator re-applied
-  (fixed seed, so a rebuild gives the same interval).
+  (fixed seed, so a rebuild gives the same interval). Drawn only where it is published: an
+  area-span with fewer deaths than ``min_deaths`` gets none (null), and the yearly rows, whose
+  intervals no trend or figure reads, take fewer replicates than the period rows (their Monte
+  Carlo error: docs/methods/inequity.md).
 * The trend of the yearly a over a period: an ordinary least-squares slope per year with its
   two-sided t-test (scipy.stats.linregress); decreasing means converging communes.
 
@@ -59,13 +62,28 @@ def index_of_disparity(deaths, births) -> float:
     return float(100.0 * np.mean(np.abs(d / n - b)) / b) if b > 0 else float("nan")
 
 
-def true_rate_variance(deaths, births, replicates: int = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
+NO_INTERVAL = {"true_variance_ci95_lower": np.nan, "true_variance_ci95_upper": np.nan,
+               "true_cv_ci95_lower": np.nan, "true_cv_ci95_upper": np.nan}
+
+
+def true_rate_variance(deaths, births, replicates: int | None = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
     """Noise-corrected variance of the true rates and its CV, each with a 95% parametric
-    bootstrap percentile interval (rates per unit, not per 1000)."""
+    bootstrap percentile interval (rates per unit, not per 1000); `replicates=None`: the
+    estimates alone, the interval null (NaN) and no draw made."""
     d, n = _checked(deaths, births)
-    if replicates < 100:
+    if replicates is not None and replicates < 100:
         raise ValueError(f"a bootstrap interval needs at least 100 replicates, got {replicates}")
     b, a = (float(v) for v in moment_estimates(d, n))
+    cv = np.sqrt(a) / b if b > 0 else float("nan")
+    estimates = {"pooled_rate": b, "true_variance": a, "true_cv": float(cv)}
+    if replicates is None:
+        return {**estimates, **NO_INTERVAL}
+    return {**estimates, **_bootstrap_interval(n, b, a, replicates, seed)}
+
+
+def _bootstrap_interval(n: np.ndarray, b: float, a: float, replicates: int, seed: int) -> dict:
+    """The 95% percentile intervals of a and its CV from `replicates` data sets drawn from the
+    fitted Poisson-gamma model (rate b, variance a) over births n."""
     rng = np.random.default_rng(seed)
     if a > 0:
         theta = rng.gamma(shape=b * b / a, scale=a / b, size=(replicates, len(n)))
@@ -74,17 +92,16 @@ def true_rate_variance(deaths, births, replicates: int = 1000, seed: int = BOOTS
     b_star, a_star = moment_estimates(rng.poisson(n * theta).astype(float), n)
     with np.errstate(invalid="ignore", divide="ignore"):
         cv_star = np.where(b_star > 0, np.sqrt(a_star) / b_star, np.nan)
-    cv = np.sqrt(a) / b if b > 0 else float("nan")
     a_low, a_high = np.quantile(a_star, [0.025, 0.975])
     cv_low, cv_high = np.nanquantile(cv_star, [0.025, 0.975]) if np.isfinite(cv_star).any() else (np.nan, np.nan)
-    return {"pooled_rate": b, "true_variance": a, "true_variance_ci95_lower": float(a_low),
-            "true_variance_ci95_upper": float(a_high), "true_cv": float(cv),
+    return {"true_variance_ci95_lower": float(a_low), "true_variance_ci95_upper": float(a_high),
             "true_cv_ci95_lower": float(cv_low), "true_cv_ci95_upper": float(cv_high)}
 
 
-def area_inequality(deaths, births, multiplier: float, replicates: int = 1000, seed: int = BOOTSTRAP_SEED) -> dict:
+def area_inequality(deaths, births, multiplier: float, replicates: int | None = 1000,
+                    seed: int = BOOTSTRAP_SEED) -> dict:
     """Every measure of one area and span, rates per `multiplier` live births (variances per
-    its square)."""
+    its square); `replicates=None`: no bootstrap interval (null)."""
     d, n = _checked(deaths, births)
     bgv = between_group_variance(d, n)
     true = true_rate_variance(d, n, replicates, seed)
@@ -165,18 +182,26 @@ def _area_groups(communes: pd.DataFrame, span_keys: list[str]):
                    _multiplier(key_values[2][start], multiplier[start:end]))
 
 
-def _measured(groups, replicates: int) -> list:
+def interval_replicates(deaths, replicates: int, min_deaths: int) -> int | None:
+    """The replicates of an area-span's bootstrap: None (no interval) when its deaths are
+    fewer than `min_deaths`, too few to tell the communes' true rates apart from chance."""
+    return replicates if float(np.sum(deaths)) >= min_deaths else None
+
+
+def _measured(groups, replicates: int, min_deaths: int) -> list:
     """area_inequality of every group, on two threads: the bootstrap's draws release the
     interpreter lock and every group draws from its own generator (seeded alike), so the
     results do not depend on the threads or their order."""
     groups = list(groups)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        measures = list(pool.map(lambda g: area_inequality(g[1], g[2], g[3], replicates), groups))
+        measures = list(pool.map(
+            lambda g: area_inequality(g[1], g[2], g[3], interval_replicates(g[1], replicates, min_deaths)), groups))
     return [(g[0], m) for g, m in zip(groups, measures)]
 
 
 def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates: int, min_years: int,
-                          p_threshold: float) -> pd.DataFrame:
+                          p_threshold: float, yearly_replicates: int | None = None,
+                          min_deaths: int = 0) -> pd.DataFrame:
     """Rows of ``fct_geographic_inequality``: one per area, indicator and span (`year`, or an
     analysis `period`), from the communes' rows with an available rate and births > 0.
 
@@ -186,13 +211,16 @@ def geographic_inequality(yearly: pd.DataFrame, pooled: pd.DataFrame, replicates
     and the country, unless the frames already carry area_level (`region`, `country`) and
     area_code: then each row enters the area it names only (so that an area-year without a rate
     of its own can be left out). An area-span with fewer than two such communes has no row.
+    ``replicates``: the bootstrap of the period rows; ``yearly_replicates`` that of the yearly
+    rows (None: the same); an area-span with fewer than ``min_deaths`` deaths gets no interval.
     """
     rows, yearly_variance = [], {}
-    for key, measures in _measured(_area_groups(yearly, ["year"]), replicates):
+    yearly_replicates = replicates if yearly_replicates is None else yearly_replicates
+    for key, measures in _measured(_area_groups(yearly, ["year"]), yearly_replicates, min_deaths):
         rows.append({**dict(zip(KEYS, key[:3])), "span": "year", "period_start": key[3], "period_end": key[3],
                      **measures})
         yearly_variance.setdefault(key[:3], []).append((key[3], measures["true_variance"]))
-    for key, measures in _measured(_area_groups(pooled, ["period_start", "period_end"]), replicates):
+    for key, measures in _measured(_area_groups(pooled, ["period_start", "period_end"]), replicates, min_deaths):
         in_period = [(year, value) for year, value in yearly_variance.get(key[:3], []) if key[3] <= year <= key[4]]
         rows.append({**dict(zip(KEYS, key[:3])), "span": "period", "period_start": key[3], "period_end": key[4],
                      **measures,
