@@ -864,6 +864,33 @@ def test_report_on_a_desktop_and_a_phone(rendered_es, tmp_path):
         assert png_size(shot)[0] == width and shot.stat().st_size > 50_000
 
 
+PANEL_TITLES_JS = """(function () {
+  var d = document.getElementById('fig-trends-CL-imr'), f = d.getBoundingClientRect();
+  return {figure: [f.left, f.right], titles: Array.prototype.map.call(d.querySelectorAll('g.annotation-text-g'),
+    function (a) { var r = a.getBoundingClientRect(); return [a.textContent, r.left, r.right, r.top, r.bottom]; })};
+})()"""
+
+
+@needs_chromium
+def test_small_multiples_titles_wrap_instead_of_being_cut(rendered_es):
+    """At 1400 px the country's trends put "Región de Aysén del General Carlos Ibáñez del Campo"
+    in the last column and its title ran past the figure's edge (cut). Each panel title is now
+    wrapped to its column: inside the figure, overlapping no other title, at both widths."""
+    with Browser() as browser:
+        for width in (1400, 420):
+            tab = browser.open(page_url(rendered_es, "region=13"), width, 900)
+            tab.wait_rendered()
+            state = tab.eval(PANEL_TITLES_JS)
+            left, right = state["figure"]
+            titles = state["titles"]
+            assert any("Aysén del General" in text for text, *_ in titles)
+            outside = [text for text, x0, x1, *_ in titles if x0 < left - 1 or x1 > right + 1]
+            assert outside == [], (width, outside)
+            overlaps = [(a[0], b[0]) for i, a in enumerate(titles) for b in titles[i + 1:]
+                        if min(a[2], b[2]) > max(a[1], b[1]) and min(a[4], b[4]) > max(a[3], b[3])]
+            assert overlaps == [], (width, overlaps)
+
+
 @needs_chromium
 def test_choosing_the_smoothed_map_from_the_keyboard_after_a_resize(bundled_warehouse, rendered_es):
     """A user's path: the window is resized, then the map's menu (an HTML select) is focused and
