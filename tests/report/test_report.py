@@ -29,6 +29,7 @@ from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 from infant_mortality import report
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.report.browser import Browser, find_axe, page_url
+from infant_mortality.report.browser import map_option as menu_number
 from infant_mortality.report.choropleth import MAP_CUSTOMDATA
 from infant_mortality.report.context import _CURRENT, RenderContext
 from infant_mortality.report.formats import fmt, fmt_apc, fmt_cri
@@ -1149,6 +1150,33 @@ def test_choosing_the_smoothed_map_from_the_keyboard_after_a_resize(bundled_ware
     by_smoothed = sorted(green, key=lambda c: smoothed[c])
     assert never_greener(by_smoothed) and green[by_smoothed[0]] - green[by_smoothed[-1]] > 100
     assert not never_greener(sorted(green, key=lambda c: crude[c]))
+
+
+# The communes' filled polygons drawn (the legend keys' traces have no points: an empty path).
+PAINTED_JS = ("Array.prototype.filter.call(document.querySelectorAll('#fig-map-13 .scatterlayer path.js-fill'),"
+              "function (p) { return (p.getAttribute('d') || '').length > 20; }).length")
+LEGEND_JS = ("Array.prototype.map.call(document.querySelectorAll('#fig-map-13 g.legend text.legendtext'),"
+             "function (t) { return t.textContent; })")
+
+
+@needs_chromium
+def test_the_bym2_classes_and_the_clusters_are_drawn_with_their_legends(rendered_es):
+    """As a user chooses them from the keyboard, on a desktop and a phone: the BYM2 probability in
+    its five classes with their legend in Spanish, then the clusters with the one type the bundled
+    build has in the RM (none is significant); every commune painted on both panels."""
+    use_language("es")
+    expected = {"bym2_exceedance": [exceedance_class_label(k) for k in range(5)],
+                "clusters": [cluster_label("not significant")]}
+    with Browser() as browser:
+        for width in (1400, 420):
+            tab = browser.open(page_url(rendered_es, "region=13"), width, 900)
+            tab.wait_rendered()
+            for measure, legend in expected.items():
+                label = tab.choose_menu_option("fig-map-13", menu_number(tab, "13", measure))
+                assert label == t("map.option", measure=t(f"map.{measure}"), combo="TMI · 2010-2019")
+                assert tab.eval(LEGEND_JS) == legend, (width, measure)
+                assert tab.eval(PAINTED_JS) == 104
+            assert tab.console_errors() == []
 
 
 @needs_chromium
