@@ -29,10 +29,12 @@ from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
 from infant_mortality import report
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.report.browser import Browser, find_axe, page_url
+from infant_mortality.report.browser import map_option as menu_number
+from infant_mortality.report.choropleth import MAP_CUSTOMDATA
 from infant_mortality.report.context import _CURRENT, RenderContext
-from infant_mortality.report.formats import fmt, fmt_apc
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_cri
 from infant_mortality.report.i18n import MESSAGES, t
-from infant_mortality.report.labels import trend_label
+from infant_mortality.report.labels import cluster_label, exceedance_class_label, trend_label
 from infant_mortality.report.ranking import RANKING_CUSTOMDATA
 from infant_mortality.report.tables import COMPARISON_COLUMNS
 
@@ -229,7 +231,8 @@ def test_independencia_numbers_equal_the_mart(bundled_warehouse, page):
     # Map: crude rate and RT from the comparison mart, smoothed rate and exceedance from
     # fct_smoothed_rates; funnel: births, rate and the mart's category.
     t, i = point(traces(figs["fig-map-13"], kind="hover", combo=FULL, panel="overview"), "Independencia", "customdata")
-    name, crude, eb, prob, rt = t["customdata"][i]
+    cd = dict(zip(MAP_CUSTOMDATA, t["customdata"][i]))
+    crude, eb, prob, rt = cd["rate_per_1000"], cd["eb_global_rate_per_1000"], cd["prob_exceeds_region"], cd["rate_ratio"]
     assert close(rt, mart["rate_ratio"]) and close(crude, mart["rate_per_1000"])
     eb_mart, prob_mart = query(bundled_warehouse, "select eb_global_rate_per_1000, prob_exceeds_region from "
                                                   "marts.fct_smoothed_rates where commune_code = '13108' and "
@@ -593,6 +596,219 @@ def figure_caption(page: str, fig_id: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", found.group(1)))
 
 
+# --------------------------------------------------------------------------------------------
+# The map's BYM2 and cluster options (fct_bym2_rates, fct_spatial_clusters)
+# --------------------------------------------------------------------------------------------
+
+
+def map_option(fig: dict, measure: str, combo: str = FULL) -> dict:
+    """A map option's menu entry (label, restyle) and its meta (significant), by measure and combo."""
+    metas = fig["layout"]["meta"]["options"]
+    k = next(k for k, o in enumerate(metas) if o["measure"] == measure and o["combo"] == combo)
+    return dict(metas[k], label=fig["layout"]["meta"]["menu"][k]["label"], restyle=fig["layout"]["meta"]["menu"][k]["args"][0])
+
+
+def polygon_styles(fig: dict, option: dict, panel: str = "overview") -> dict[str, dict]:
+    """Each commune's polygon as the option draws it: fill, pattern, outline width."""
+    out = {}
+    for i, tr in enumerate(fig["data"]):
+        meta = tr.get("meta") or {}
+        if meta.get("kind") == "polygon" and meta["panel"] == panel:
+            out[meta["commune_code"]] = dict(fill=option["restyle"]["fillcolor"][i],
+                                             pattern=option["restyle"]["fillpattern.shape"][i],
+                                             width=option["restyle"]["line.width"][i])
+    return out
+
+
+def shown_traces(fig: dict, option: dict, **meta) -> list[dict]:
+    """The traces of `traces(fig, **meta)` the option makes visible."""
+    visible = option["restyle"]["visible"]
+    return [t for i, t in enumerate(fig["data"]) if visible[i] and all((t.get("meta") or {}).get(k) == v
+                                                                         for k, v in meta.items())]
+
+
+def bym2_rows(warehouse: Path, region: str) -> dict[str, dict]:
+    rows = query(warehouse, "select commune_code, bym2_rate_per_1000, bym2_ci95_lower, bym2_ci95_upper, "
+                            "bym2_prob_exceeds_region, component_size from marts.fct_bym2_rates where region_code = ? "
+                            "and indicator = 'imr' and period_start = 2010 and period_end = 2019", [region])
+    return {r[0]: dict(zip(("rate", "lower", "upper", "prob", "component_size"), r[1:])) for r in rows}
+
+
+def green(rgb: str) -> int:
+    return int(re.match(r"rgb\(\d+, (\d+),", rgb).group(1))
+
+
+def test_the_bym2_map_draws_the_marts_values_and_marks_the_islands(bundled_warehouse, page):
+    """Los Lagos (10), IMR 2010-2019: the hover carries each commune's BYM2 rate, interval and
+    probability exactly as fct_bym2_rates; the BYM2 rate's fills follow the mart's rates on the
+    sequential scale (not the crude rates); the one island of the region's graph, Puqueldón
+    (component_size 1), is cross-hatched and marked by a diamond named in the legend, and no
+    other commune is."""
+    fig = figures(page)["fig-map-10"]
+    mart = bym2_rows(bundled_warehouse, "10")
+    hover = traces(fig, kind="hover", combo=FULL, panel="overview")[0]
+    codes = [t["meta"]["commune_code"] for t in traces(fig, kind="polygon", panel="overview")]
+    drawn = {code: dict(zip(MAP_CUSTOMDATA, row)) for code, row in zip(codes, hover["customdata"])}
+    assert set(drawn) == set(mart) and len(mart) == 30
+    for code, row in mart.items():
+        got = drawn[code]
+        assert (got["bym2_rate_per_1000"], got["bym2_ci95_lower"], got["bym2_ci95_upper"],
+                got["bym2_prob_exceeds_region"]) == pytest.approx((row["rate"], row["lower"], row["upper"], row["prob"]),
+                                                                  rel=1e-12)
+        assert got["island"] == (row["component_size"] == 1)
+    islands = {code for code, row in mart.items() if row["component_size"] == 1}
+    assert islands == {"10206"}  # Puqueldón, on Lemuy island
+    i = codes.index("10206")
+    assert f"BYM2 {fmt(mart['10206']['rate'])} ({fmt_cri(mart['10206']['lower'], mart['10206']['upper'])})" in \
+        hover["hovertext"][i] and "no neighbours: unstructured part only" in hover["hovertext"][i]
+
+    option = map_option(fig, "bym2")
+    styles = polygon_styles(fig, option)
+    assert {code for code, st in styles.items() if st["pattern"]} == islands
+    by_rate = sorted(mart, key=lambda c: mart[c]["rate"])
+    greens = [green(styles[c]["fill"]) for c in by_rate]
+    assert all(a >= b for a, b in zip(greens, greens[1:])) and greens[0] - greens[-1] > 100
+    crude = dict(query(bundled_warehouse, "select commune_code, rate_per_1000 from marts.fct_commune_vs_region where "
+                                          "region_code = '10' and indicator = 'imr' and period_start = 2010 "
+                                          "and period_end = 2019"))
+    by_crude = [green(styles[c]["fill"]) for c in sorted(mart, key=lambda c: crude[c])]
+    assert not all(a >= b for a, b in zip(by_crude, by_crude[1:]))
+    # Outlined: BYM2 P(rate > region) above the build's cut-off (0.95).
+    assert {c for c, st in styles.items() if st["width"] > 1} == {c for c, r in mart.items() if r["prob"] > 0.95}
+    # The diamond at Puqueldón's label point (dim_commune), on both panels, named once in the legend.
+    lon, lat = query(bundled_warehouse, "select longitude, latitude from marts.dim_commune where commune_code = '10206'")[0]
+    diamonds = shown_traces(fig, option, kind="legend", key="island")
+    assert len(diamonds) == 2 and [d.get("showlegend", True) for d in diamonds] == [True, False]
+    assert all(d["customdata"] == ["10206"] and d["x"] == [lon] and d["y"] == [lat] for d in diamonds)
+    assert diamonds[0]["name"] == "no neighbours: unstructured part only"
+    # The Metropolitan Region's graph has no island: no diamond, no hatching.
+    rm = figures(page)["fig-map-13"]
+    rm_option = map_option(rm, "bym2")
+    assert shown_traces(rm, rm_option, kind="legend") == []
+    assert {st["pattern"] for st in polygon_styles(rm, rm_option).values()} == {""}
+
+
+def test_the_bym2_exceedance_map_is_drawn_in_five_classes(bundled_warehouse, page):
+    """Each commune's fill is its class of fct_bym2_rates.bym2_prob_exceeds_region, classed here
+    by hand (< 0.05, 0.05-0.2, 0.2-0.8, 0.8-0.95, > 0.95); the legend lists the five classes in
+    that order with the colours drawn, the communes above 0.95 are outlined."""
+    fig = figures(page)["fig-map-13"]
+    option = map_option(fig, "bym2_exceedance")
+    mart = bym2_rows(bundled_warehouse, "13")
+    keys = shown_traces(fig, option, kind="legend", measure="bym2_exceedance")
+    assert [k["name"] for k in keys] == ["P < 0.05", "P 0.05 to 0.2", "P 0.2 to 0.8", "P 0.8 to 0.95", "P > 0.95"]
+    colour = [k["fillcolor"] for k in keys]
+    assert len(set(colour)) == 5
+
+    def by_hand(p):
+        return 0 if p < 0.05 else 1 if p < 0.2 else 2 if p <= 0.8 else 3 if p <= 0.95 else 4
+
+    styles = polygon_styles(fig, option)
+    assert {c: st["fill"] for c, st in styles.items()} == {c: colour[by_hand(r["prob"])] for c, r in mart.items()}
+    assert {by_hand(r["prob"]) for r in mart.values()} == {0, 1, 2, 3, 4}  # every class is drawn in the RM
+    assert {c for c, st in styles.items() if st["width"] > 1} == {c for c, r in mart.items() if r["prob"] > 0.95}
+    names = dict(query(bundled_warehouse, "select commune_code, commune_name from marts.dim_commune"))
+    assert set(option["significant"]) == {names[c] for c, r in mart.items() if r["prob"] > 0.95}
+
+
+@pytest.fixture(scope="module")
+def with_clusters(bundled_warehouse, tmp_path_factory):
+    """The RM's map from a copy of the warehouse whose fct_spatial_clusters names clusters (the
+    bundled build has none at FDR 0.05): two hot spots, one cold spot and a low-high outlier."""
+    warehouse = copy_warehouse(bundled_warehouse, tmp_path_factory.mktemp("report_clusters"))
+    planted = {"13108": "high-high", "13127": "high-high", "13114": "low-low", "13115": "low-high"}
+    with duckdb.connect(str(warehouse)) as con:
+        for code, cluster_type in planted.items():
+            con.execute("update marts.fct_spatial_clusters set cluster_type = ?, p_value = 0.001, q_value = 0.01 "
+                        "where commune_code = ? and indicator = 'imr' and period_start = 2010 and period_end = 2019",
+                        [cluster_type, code])
+    marts = report.load_marts(warehouse)
+    fig = report.region_figures(marts, "13", RenderContext.of(marts, "en")).map
+    return SimpleNamespace(fig=json.loads(fig.to_json()), planted=planted, warehouse=warehouse)
+
+
+@pytest.mark.parametrize("region", ["13", "10"])
+def test_the_cluster_legend_lists_exactly_the_types_present(bundled_warehouse, page, region):
+    """The bundled build finds no cluster at FDR 0.05: the RM's legend is "not significant" alone,
+    Los Lagos' also "no neighbours" (Puqueldón); every polygon is filled as its type's key."""
+    fig = figures(page)[f"fig-map-{region}"]
+    option = map_option(fig, "clusters")
+    types = dict(query(bundled_warehouse, "select commune_code, cluster_type from marts.fct_spatial_clusters where "
+                                          "region_code = ? and indicator = 'imr' and period_start = 2010 and "
+                                          "period_end = 2019", [region]))
+    keys = shown_traces(fig, option, kind="legend", measure="clusters")
+    assert {k["meta"]["key"] for k in keys} == set(types.values())
+    assert set(types.values()) == ({"not significant"} if region == "13" else {"not significant", "no neighbours"})
+    key_fill = {k["meta"]["key"]: (k["fillcolor"], k["fillpattern"]["shape"]) for k in keys}
+    styles = polygon_styles(fig, option)
+    assert {c: (st["fill"], st["pattern"]) for c, st in styles.items()} == {c: key_fill[ty] for c, ty in types.items()}
+    assert option["significant"] == []
+
+
+def test_planted_clusters_are_drawn_keyed_and_outlined(with_clusters):
+    fig, planted = with_clusters.fig, with_clusters.planted
+    option = map_option(fig, "clusters")
+    keys = shown_traces(fig, option, kind="legend", measure="clusters")
+    use_language("en")
+    # Exactly the types present, in the legend's order (hot, cold, outliers, not significant).
+    assert [k["name"] for k in keys] == [cluster_label(ty) for ty in ("high-high", "low-low", "low-high",
+                                                                     "not significant")]
+    # Colour is not the only channel: each type's key has its own hatching.
+    assert len({k["fillpattern"]["shape"] for k in keys}) == len(keys)
+    key_fill = {k["meta"]["key"]: (k["fillcolor"], k["fillpattern"]["shape"]) for k in keys}
+    styles = polygon_styles(fig, option)
+    for code, st in styles.items():
+        assert (st["fill"], st["pattern"]) == key_fill[planted.get(code, "not significant")], code
+        assert (st["width"] > 1) == (code in planted), code
+    names = dict(query(with_clusters.warehouse, "select commune_code, commune_name from marts.dim_commune"))
+    assert sorted(option["significant"]) == sorted(names[c] for c in planted)
+    hover = traces(fig, kind="hover", combo=FULL, panel="overview")[0]
+    i = [t["meta"]["commune_code"] for t in traces(fig, kind="polygon", panel="overview")].index("13108")
+    assert "cluster (local Moran): high-high (hot spot), q 0.010" in hover["hovertext"][i]
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_the_bym2_and_cluster_maps_have_a_text_alternative(bundled_warehouse, page, page_es, lang):
+    """In the map's caption: the three highest BYM2 rates with their credible intervals, the
+    communes above the cut-off, the islands and the clusters (none in the bundled build); below
+    it, the clusters of every indicator and period in words and the BYM2 table, in each language."""
+    text = page_es if lang == "es" else page
+    use_language(lang)
+    top = query(bundled_warehouse, "select commune_name, bym2_rate_per_1000, bym2_ci95_lower, bym2_ci95_upper from "
+                                   "marts.fct_bym2_rates where region_code = '13' and indicator = 'imr' and "
+                                   "period_start = 2010 and period_end = 2019 order by bym2_rate_per_1000 desc limit 3")
+    listed = ", ".join(f"{n} {fmt(r)} ({fmt_cri(lo, hi)})" for n, r, lo, hi in top)
+    caption = figure_caption(text, "fig-map-13")
+    assert listed in caption and top[0][0] == "Recoleta"
+    (n_rm,) = query(bundled_warehouse, "select count(*) from marts.fct_spatial_clusters where region_code = '13' and "
+                                       "indicator = 'imr' and period_start = 2010 and period_end = 2019 "
+                                       "and cluster_type = 'not significant'")[0]
+    assert t("finding.map_clusters", alpha=fmt(0.05, 2), clusters=t("finding.none"), n=n_rm) in caption
+    # Valparaíso: its two islands are off the map, named in the caption with the unstructured part.
+    islands = [n for (n,) in query(bundled_warehouse, "select commune_name from marts.fct_bym2_rates where "
+                                                      "region_code = '05' and component_size = 1 and indicator = 'imr' "
+                                                      "and period_start = 2010 and period_end = 2019 order by 1")]
+    assert islands == ["Isla de Pascua", "Juan Fernández"]
+    assert t("finding.map_islands", names=", ".join(islands)) in html.unescape(figure_caption(text, "fig-map-05"))
+    # The table: one row per commune of the region and indicator x period, the mart's values formatted.
+    rows = embedded(text)["data-fig-map-05-bym2"]["rows"]
+    (n_rows,) = query(bundled_warehouse, "select count(*) from marts.fct_bym2_rates where region_code = '05'")[0]
+    assert len(rows) == n_rows
+    pascua = next(cells for _, cells in rows if cells[0] == "Isla de Pascua" and cells[1].endswith("2010-2019"))
+    rate, lo, hi, prob = query(bundled_warehouse, "select bym2_rate_per_1000, bym2_ci95_lower, bym2_ci95_upper, "
+                                                  "bym2_prob_exceeds_region from marts.fct_bym2_rates where "
+                                                  "commune_code = '05201' and period_start = 2010 and period_end = 2019")[0]
+    assert pascua[2] == [fmt(rate), rate] and pascua[3] == fmt_cri(lo, hi) and pascua[4] == [fmt(prob, 3), prob]
+    assert pascua[5] == exceedance_class_label(2) and pascua[6] == t("map.island")
+    assert pascua[7] == cluster_label("no neighbours")
+    # The clusters in words, for every indicator and period of the map's menu.
+    region = text[text.index('<section class="region-block" data-region="13"'):]
+    block = region[region.index(f"<summary>{t('map.clusters.summary')}</summary>"):]
+    block = html.unescape(block[:block.index("</details>")])
+    assert block.count("<li>") == len({o["combo"] for o in figures(text)["fig-map-13"]["layout"]["meta"]["options"]
+                                       if o["combo"]}) == 3
+
+
 def test_every_figure_states_its_finding_from_the_marts(bundled_warehouse, page):
     region = page[page.index('<section class="region-block" data-region="13"'):]
     region = region[:region.index("</section>")]
@@ -864,6 +1080,33 @@ def test_report_on_a_desktop_and_a_phone(rendered_es, tmp_path):
         assert png_size(shot)[0] == width and shot.stat().st_size > 50_000
 
 
+PANEL_TITLES_JS = """(function () {
+  var d = document.getElementById('fig-trends-CL-imr'), f = d.getBoundingClientRect();
+  return {figure: [f.left, f.right], titles: Array.prototype.map.call(d.querySelectorAll('g.annotation-text-g'),
+    function (a) { var r = a.getBoundingClientRect(); return [a.textContent, r.left, r.right, r.top, r.bottom]; })};
+})()"""
+
+
+@needs_chromium
+def test_small_multiples_titles_wrap_instead_of_being_cut(rendered_es):
+    """At 1400 px the country's trends put "Región de Aysén del General Carlos Ibáñez del Campo"
+    in the last column and its title ran past the figure's edge (cut). Each panel title is now
+    wrapped to its column: inside the figure, overlapping no other title, at both widths."""
+    with Browser() as browser:
+        for width in (1400, 420):
+            tab = browser.open(page_url(rendered_es, "region=13"), width, 900)
+            tab.wait_rendered()
+            state = tab.eval(PANEL_TITLES_JS)
+            left, right = state["figure"]
+            titles = state["titles"]
+            assert any("Aysén del General" in text for text, *_ in titles)
+            outside = [text for text, x0, x1, *_ in titles if x0 < left - 1 or x1 > right + 1]
+            assert outside == [], (width, outside)
+            overlaps = [(a[0], b[0]) for i, a in enumerate(titles) for b in titles[i + 1:]
+                        if min(a[2], b[2]) > max(a[1], b[1]) and min(a[4], b[4]) > max(a[3], b[3])]
+            assert overlaps == [], (width, overlaps)
+
+
 @needs_chromium
 def test_choosing_the_smoothed_map_from_the_keyboard_after_a_resize(bundled_warehouse, rendered_es):
     """A user's path: the window is resized, then the map's menu (an HTML select) is focused and
@@ -907,6 +1150,33 @@ def test_choosing_the_smoothed_map_from_the_keyboard_after_a_resize(bundled_ware
     by_smoothed = sorted(green, key=lambda c: smoothed[c])
     assert never_greener(by_smoothed) and green[by_smoothed[0]] - green[by_smoothed[-1]] > 100
     assert not never_greener(sorted(green, key=lambda c: crude[c]))
+
+
+# The communes' filled polygons drawn (the legend keys' traces have no points: an empty path).
+PAINTED_JS = ("Array.prototype.filter.call(document.querySelectorAll('#fig-map-13 .scatterlayer path.js-fill'),"
+              "function (p) { return (p.getAttribute('d') || '').length > 20; }).length")
+LEGEND_JS = ("Array.prototype.map.call(document.querySelectorAll('#fig-map-13 g.legend text.legendtext'),"
+             "function (t) { return t.textContent; })")
+
+
+@needs_chromium
+def test_the_bym2_classes_and_the_clusters_are_drawn_with_their_legends(rendered_es):
+    """As a user chooses them from the keyboard, on a desktop and a phone: the BYM2 probability in
+    its five classes with their legend in Spanish, then the clusters with the one type the bundled
+    build has in the RM (none is significant); every commune painted on both panels."""
+    use_language("es")
+    expected = {"bym2_exceedance": [exceedance_class_label(k) for k in range(5)],
+                "clusters": [cluster_label("not significant")]}
+    with Browser() as browser:
+        for width in (1400, 420):
+            tab = browser.open(page_url(rendered_es, "region=13"), width, 900)
+            tab.wait_rendered()
+            for measure, legend in expected.items():
+                label = tab.choose_menu_option("fig-map-13", menu_number(tab, "13", measure))
+                assert label == t("map.option", measure=t(f"map.{measure}"), combo="TMI · 2010-2019")
+                assert tab.eval(LEGEND_JS) == legend, (width, measure)
+                assert tab.eval(PAINTED_JS) == 104
+            assert tab.console_errors() == []
 
 
 @needs_chromium
@@ -975,7 +1245,9 @@ def test_every_region_renders_when_selected(multi_region):
 def test_screenshots_command(rendered_es, tmp_path):
     paths = report.write_screenshots(rendered_es, tmp_path)
     assert {p.name for p in paths} >= {"page-1400.png", "page-420.png", "map-420.png", "funnel-1400.png",
-                                       "map-smoothed-1400.png", "map-smoothed-420.png", "table-420.png"}
+                                       "map-smoothed-1400.png", "map-smoothed-420.png", "table-420.png",
+                                       "map-bym2-1400.png", "map-bym2-exceedance-420.png", "map-clusters-1400.png",
+                                       "map-clusters-420.png"}
     for p in paths:
         width, height = png_size(p)
         assert width in (1400, 420) and height >= 300 and p.stat().st_size > 20_000, p

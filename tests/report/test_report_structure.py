@@ -89,7 +89,7 @@ def test_a_per_100000_indicator_is_labelled_per_100000(lang, expected):
             assert expected in label and not UNIT_1000.search(label), (key, label)
         # The indicator's own texts as the page builds them (the glossary), and a title.
         settings = Settings(unreliable_below_deaths=5, comparison_alpha=0.05, trend_p_threshold=0.05,
-                            trend_min_deaths=10, exceedance_probability_threshold=0.8)
+                            trend_min_deaths=10, exceedance_probability_threshold=0.8, cluster_fdr_alpha=0.05)
         glossary = page.glossary_html([RARE.code], settings, ctx)
         row = glossary[glossary.index("TMR" if lang == "es" else "RIMR"):]
         row = row[:row.index("</tr>")]

@@ -10,8 +10,8 @@ one HTML file (default ``reports/infant_mortality_report.html``), in Spanish (de
 (``--lang en``; every text is in the catalogue ``i18n``), that needs no server and no
 internet: plotly.js, the style sheet and script (``static/``) and every figure's data are
 inlined; a figure is decoded and drawn when its region is selected. Modules: ``marts`` (reading),
-one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth``, ``inequity``,
-``benchmarks``), ``study`` (the study's results as ``fct_study_findings`` checks them), ``findings``
+one module per figure (``ranking``, ``trends``, ``funnel``, ``choropleth`` with the BYM2 and
+cluster options of ``bym2_clusters``, ``inequity``, ``benchmarks``), ``study`` (the study's results as ``fct_study_findings`` checks them), ``findings``
 (the figures' text alternatives), ``tables``, ``page`` (the HTML), ``browser`` (headless Chromium
 over the DevTools pipe); what they share: ``context`` (the render context: language, indicators,
 interval level), ``i18n`` (the catalogue), ``formats`` (numbers, intervals, a rate's unit),

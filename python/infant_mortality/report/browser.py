@@ -259,14 +259,24 @@ class Page:
                           f"or the figure was not redrawn")
 
 
-# Map options screenshotted besides the default one (the crude rate): (file name, option number:
-# 1 is the smoothed rate of the first indicator and period).
-MAP_OPTION_SHOTS = (("map-smoothed", 1),)
+# Map options screenshotted besides the default one (the crude rate): (file name, measure), each
+# the measure's first option (the first indicator and period).
+MAP_OPTION_SHOTS = (("map-smoothed", "smoothed"), ("map-bym2", "bym2"), ("map-bym2-exceedance", "bym2_exceedance"),
+                    ("map-clusters", "clusters"))
 
 
 def figure_block(fig_id: str) -> str:
     """The selector of a figure with its menu and caption."""
     return f"figure:has(#{fig_id})"
+
+
+def map_option(page: Page, region_code: str, measure: str) -> int:
+    """The number of the map menu's first option showing `measure` (layout.meta.options, as drawn)."""
+    found = page.eval(f"document.getElementById('fig-map-{region_code}').layout.meta.options"
+                      f".findIndex(function (o) {{ return o.measure === {json.dumps(measure)}; }})")
+    if found is None or found < 0:
+        raise ReportError(f"the map of region {region_code} has no option showing {measure}")
+    return found
 
 
 def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Path]:
@@ -284,8 +294,8 @@ def write_screenshots(report: Path, outdir, region_code: str = "13") -> list[Pat
                 paths.append(page.screenshot(outdir / f"{name}-{width}.png", figure_block(f"fig-{name}-{region_code}")))
             paths.append(page.screenshot(outdir / f"trends-{width}.png", figure_block(f"fig-trends-{region_code}-imr"),
                                          max_height=1800))
-            for name, option in MAP_OPTION_SHOTS:
-                page.choose_menu_option(f"fig-map-{region_code}", option)
+            for name, measure in MAP_OPTION_SHOTS:
+                page.choose_menu_option(f"fig-map-{region_code}", map_option(page, region_code, measure))
                 page.eval("window.scrollTo(0, 0)")
                 paths.append(page.screenshot(outdir / f"{name}-{width}.png", figure_block(f"fig-map-{region_code}")))
             paths.append(page.screenshot(outdir / f"table-{width}.png", f".table-wrap[data-hint-for=\"comparison-table-{region_code}\"]",

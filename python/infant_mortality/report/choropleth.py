@@ -3,11 +3,14 @@
 the report works offline).
 
 One option of the dropdown per indicator x period and measure: the crude pooled rate, the
-empirical Bayes smoothed rate (`marts.fct_smoothed_rates`), RT (`marts.fct_commune_vs_region`),
-the probability that the commune's rate exceeds its region's, and the trend class. A thick
-black outline marks the communes that are significant for the measure shown (mid-p of the
-comparison with the rest of the region, or probability of exceeding above the build's
-`exceedance_probability_threshold`, from meta_build).
+empirical Bayes smoothed rate (`marts.fct_smoothed_rates`), the BYM2 posterior mean rate
+(`marts.fct_bym2_rates`; the three rates on one colour scale), RT (`marts.fct_commune_vs_region`),
+the probability that the commune's rate exceeds its region's (empirical Bayes, then BYM2 in
+classes), the local Moran's I clusters (`marts.fct_spatial_clusters`), and the trend class. A
+thick black outline marks the communes that are significant for the measure shown (mid-p of the
+comparison with the rest of the region, probability of exceeding above the build's
+`exceedance_probability_threshold`, from meta_build, or a cluster). The BYM2 and cluster options
+are drawn by ``bym2_clusters``.
 
 Two panels when the region has a dense core (Santiago): the whole region with the core framed,
 and the core enlarged; on a phone they are stacked. Each polygon is one trace (so it can have
@@ -24,11 +27,23 @@ import pandas as pd
 import plotly.colors as pc
 import plotly.graph_objects as go
 
-from infant_mortality.report.combos import combos_of, menu, with_rate
+from infant_mortality.report.bym2_clusters import (
+    CUSTOMDATA,
+    ModelMarts,
+    ModelValues,
+    clusters_option,
+    exceedance_option,
+    hover_lines,
+    island_keys,
+    island_patterns,
+)
+from infant_mortality.report.combos import combos_of, menu, rows_by_combo, with_rate
 from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, fmt_p, num, nums, unit
 from infant_mortality.report.labels import indicator_order, indicator_short, trend_label
 from infant_mortality.report.style import (
     ASSUMED_WIDTH,
+    NO_DATA,
+    PATTERN_INK,
     TREND_COLOURS,
     TREND_PATTERNS,
     base_layout,
@@ -43,9 +58,14 @@ RT_SPAN_MAX = 2.0  # log2: the colour scale never spans more than RT 1/4 to 4
 # Seats farther than this from the region's median longitude or latitude (islands such as Rapa
 # Nui) would squash the map: they are listed in a note instead.
 MAP_OUTLIER_DEGREES = 5.0
-NO_DATA = "#f0f0f0"
 HEIGHT = 800
-MEASURES = ("crude", "smoothed", "rate_ratio", "exceedance")
+# The measures of each indicator x period, in the menu's order (the rates, RT, the probabilities, the clusters).
+MEASURES = ("crude", "smoothed", "bym2", "rate_ratio", "exceedance", "bym2_exceedance", "clusters")
+# Measures shown only where their mart has values for the indicator and period.
+OPTIONAL_MEASURES = ("smoothed", "bym2", "exceedance", "bym2_exceedance", "clusters")
+# What the hover traces carry per commune (`customdata`): the marts' columns.
+MAP_CUSTOMDATA = ("commune_name", "rate_per_1000", "eb_global_rate_per_1000", "prob_exceeds_region", "rate_ratio",
+                  *CUSTOMDATA)
 # Type size (px) of the commune names, on a desktop and on a phone (readable: never below 11).
 LABEL_FONT_PX, LABEL_FONT_PX_NARROW = 10, 11
 
@@ -260,29 +280,31 @@ def _hover_text(combo, name: str, r, e, p, trend: dict | None) -> str:
                                                                  apc=fmt_apc(trend)))
 
 
-def add_hover(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, trend_by: dict) -> list[int]:
+def add_hover(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, m: ModelValues, trend_by: dict) -> list[int]:
     """One invisible marker per seat and panel carrying the combo's numbers; the traces' indexes."""
     hover = []
-    for c, name, e, p in zip(geo.codes, geo.seats["commune_name"], v.eb, v.prob):
+    for j, (c, name, e, p) in enumerate(zip(geo.codes, geo.seats["commune_name"], v.eb, v.prob)):
         if c not in v.rows.index:
             hover.append(t("map.hover.no_rate", name=name, period=combo.period_label))
         else:
-            hover.append(_hover_text(combo, name, v.rows.loc[c], e, p, trend_by.get((combo.indicator, c))))
+            hover.append(_hover_text(combo, name, v.rows.loc[c], e, p, trend_by.get((combo.indicator, c)))
+                         + hover_lines(m, j))
     hover_idx = []
     for k, (xa, ya) in enumerate(geo.panels):
         hover_idx.append(len(fig.data))
         fig.add_trace(go.Scatter(
             x=nums(geo.seats["longitude"]), y=nums(geo.seats["latitude"]), xaxis=xa, yaxis=ya, mode="markers",
             marker=dict(size=14, opacity=0), hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-            customdata=[[n, cr, e, p, r] for n, cr, e, p, r in zip(geo.seats["commune_name"], v.crude, v.eb, v.prob,
-                                                                    v.rt)],
+            customdata=[[n, cr, e, p, r, *m.customdata(j)] for j, (n, cr, e, p, r) in
+                        enumerate(zip(geo.seats["commune_name"], v.crude, v.eb, v.prob, v.rt))],
             showlegend=False, meta=dict(figure="map", kind="hover", combo=combo.key, panel=_panel_name(k))))
     return hover_idx
 
 
-def measure_scales(combo, v: ComboValues, exceedance_cut: float) -> dict:
-    """Per measure: (values, colour scale, low, high, outlined, colour bar settings)."""
-    rates = [x for x in v.crude + v.eb if x is not None]
+def measure_scales(combo, v: ComboValues, m: ModelValues, exceedance_cut: float) -> dict:
+    """Per measure drawn on a colour scale: (values, colour scale, low, high, outlined, colour bar
+    settings). The three rates share one scale, from the 10th to the 90th percentile of them all."""
+    rates = [x for x in v.crude + v.eb + m.bym2 if x is not None]
     lo_rate, hi_rate = (float(np.quantile(rates, 0.1)), float(np.quantile(rates, 0.9))) if rates else (0.0, 1.0)
     positive = [abs(math.log2(x)) for x in v.rt if x is not None and x > 0]
     span = min(RT_SPAN_MAX, max(math.log2(1.5), max(positive, default=0.0)))
@@ -293,6 +315,8 @@ def measure_scales(combo, v: ComboValues, exceedance_cut: float) -> dict:
     return {
         "crude": (v.crude, "sequential", lo_rate, hi_rate, v.significant, dict(title=rate_bar)),
         "smoothed": (v.eb, "sequential", lo_rate, hi_rate, v.significant, dict(title=rate_bar)),
+        "bym2": (m.bym2, "sequential", lo_rate, hi_rate, [p is not None and p > exceedance_cut for p in m.prob],
+                 dict(title=rate_bar)),
         "rate_ratio": (log_rt, "diverging", -span, span, v.significant,
                        dict(title="RT", tickvals=[math.log2(tick) for tick in rt_ticks],
                             ticktext=[fmt(tick, 2).rstrip("0").rstrip(",.") for tick in rt_ticks])),
@@ -317,25 +341,44 @@ def add_colourbar(fig: go.Figure, combo, measure: str, scale: str, lo: float, hi
     return len(fig.data) - 1
 
 
-def combo_options(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, hover_idx: list[int], region_name: str,
-                  exceedance_cut: float) -> list[dict]:
+def scale_option(fig: go.Figure, geo: MapGeometry, combo, measure: str, scale_spec: tuple, m: ModelValues,
+                 exceedance_cut: float) -> dict | None:
+    """A measure drawn on a colour scale with its colour bar (the BYM2 rate with its islands
+    hatched and named in the legend); None when its mart has no value for the combo."""
+    values, scale, lo, hi, outline, bar = scale_spec
+    if measure in OPTIONAL_MEASURES and all(x is None for x in values):
+        return None
+    shown = [add_colourbar(fig, combo, measure, scale, lo, hi, bar)]
+    patterns = [""] * len(values)
+    if measure == "bym2":
+        patterns, shown = island_patterns(m), shown + island_keys(fig, geo, combo, measure, m)
+    cut = fmt(exceedance_cut, 2)
+    what = {"exceedance": t("map.what.exceedance", cut=cut), "bym2": t("map.what.bym2", cut=cut)}
+    return dict(fills=_colours(values, scale, lo, hi), patterns=patterns, outline=outline, shown=shown,
+                what=what.get(measure, t("map.what.significant")))
+
+
+def combo_options(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, m: ModelValues, hover_idx: list[int],
+                  region_name: str, exceedance_cut: float, cluster_alpha: float) -> list[dict]:
     """The menu options of one indicator x period: one per measure it has values for."""
     options = []
-    scales = measure_scales(combo, v, exceedance_cut)
+    scales = measure_scales(combo, v, m, exceedance_cut)
     for measure in MEASURES:
-        values, scale, lo, hi, outline, bar = scales[measure]
-        if measure in ("smoothed", "exceedance") and all(x is None for x in values):
-            continue  # no smoothed rates for this indicator and period
-        bar_idx = add_colourbar(fig, combo, measure, scale, lo, hi, bar)
-        what = (t("map.what.significant") if measure != "exceedance"
-                else t("map.what.exceedance", cut=fmt(exceedance_cut, 2)))
+        if measure == "bym2_exceedance":
+            drawn = exceedance_option(fig, geo, combo, m, exceedance_cut)
+        elif measure == "clusters":
+            drawn = clusters_option(fig, combo, m, cluster_alpha)
+        else:
+            drawn = scale_option(fig, geo, combo, measure, scales[measure], m, exceedance_cut)
+        if drawn is None:
+            continue
+        name = t(f"map.{measure}")
         options.append(dict(
-            label=t("map.option", measure=t(f"map.{measure}"), combo=combo.label), combo=combo.key,
-            measure=measure,
-            title=t("map.title", measure=t(f"map.{measure}"), combo=combo.label, region=region_name, what=what),
-            fills=_colours(values, scale, lo, hi), patterns=[""] * len(geo.codes), outline=outline,
-            shown=[bar_idx, *hover_idx],
-            significant=[n for n, sig in zip(geo.seats["commune_name"], outline) if sig]))
+            label=t("map.option", measure=name, combo=combo.label), combo=combo.key, measure=measure,
+            title=t("map.title", measure=name, combo=combo.label, region=region_name, what=drawn["what"]),
+            fills=drawn["fills"], patterns=drawn["patterns"], inks=drawn.get("inks"), outline=drawn["outline"],
+            shown=[*drawn["shown"], *hover_idx],
+            significant=[n for n, sig in zip(geo.seats["commune_name"], drawn["outline"]) if sig]))
     return options
 
 
@@ -375,16 +418,17 @@ def with_restyles(fig: go.Figure, options: list[dict], poly_idx: list[int], n_pa
         visible = [False] * n
         for i in poly_idx + labels_idx + opt["shown"]:
             visible[i] = True
-        fills, patterns, widths, colours = [None] * n, [None] * n, [None] * n, [None] * n
+        fills, patterns, inks, widths, colours = [None] * n, [None] * n, [None] * n, [None] * n, [None] * n
         for p in range(n_panels):
             for j in range(n_codes):
                 i = poly_idx[p * n_codes + j]
                 fills[i] = opt["fills"][j]
                 patterns[i] = opt["patterns"][j]
+                inks[i] = (opt.get("inks") or [PATTERN_INK] * n_codes)[j]
                 widths[i] = 2.6 if opt["outline"][j] else 0.6
                 colours[i] = "#000" if opt["outline"][j] else "#777"
-        opt["restyle"] = {"visible": visible, "fillcolor": fills, "fillpattern.shape": patterns, "line.width": widths,
-                          "line.color": colours}
+        opt["restyle"] = {"visible": visible, "fillcolor": fills, "fillpattern.shape": patterns,
+                          "fillpattern.fgcolor": inks, "line.width": widths, "line.color": colours}
     return options
 
 
@@ -398,7 +442,7 @@ def draw_default(fig: go.Figure, buttons: list[dict], poly_idx: list[int]) -> No
         if i in poly_idx:
             tr.fillcolor, tr.line.width, tr.line.color = (first["fillcolor"][i], first["line.width"][i],
                                                           first["line.color"][i])
-            tr.fillpattern = dict(shape=first["fillpattern.shape"][i], fgcolor="#222", size=7)
+            tr.fillpattern = dict(shape=first["fillpattern.shape"][i], fgcolor=first["fillpattern.fgcolor"][i], size=7)
 
 
 AXIS = dict(showgrid=False, zeroline=False, constrain="domain", showticklabels=False, showline=True,
@@ -439,6 +483,8 @@ def lay_out(fig: go.Figure, geo: MapGeometry, buttons: list[dict], region_name: 
                    y=1 - 12 / HEIGHT, yanchor="top", font=dict(size=15)),
         plot_bgcolor="#fff", shapes=shapes, annotations=annotations, **axes))
     legend_below(fig, px=20)
+    # The legends are keys, not switches: a click would hide the key, not the communes.
+    fig.update_layout(legend=dict(itemclick=False, itemdoubleclick=False))
     narrow = {"margin.l": 8, "margin.b": 110, "margin.t": 130}
     if geo.zoom is not None:  # stacked: the whole region above, the enlarged core below
         narrow.update({"height": 1150, "xaxis.domain": [0, 1], "yaxis.domain": [0.55, 1], "xaxis2.domain": [0, 1],
@@ -451,22 +497,25 @@ def lay_out(fig: go.Figure, geo: MapGeometry, buttons: list[dict], region_name: 
 
 def choropleth_figure(comparison: pd.DataFrame, smoothed: pd.DataFrame, communes: pd.DataFrame, geojson: dict,
                       trends: pd.DataFrame, region_name: str, region_code: str, method_name: str,
-                      exceedance_cut: float, trend_windows: dict | None = None) -> go.Figure:
+                      exceedance_cut: float, trend_windows: dict | None = None, *, models: ModelMarts) -> go.Figure:
     """The region's communes on their polygons: one menu option per indicator x period and
-    measure (crude, smoothed, RT, probability of exceeding), then per indicator its trend class."""
+    measure (crude, EB and BYM2 smoothed rates, RT, probabilities of exceeding, clusters; `models`:
+    the BYM2 and cluster rows), then per indicator its trend class."""
     combos = combos_of(comparison)
     geo = map_geometry(comparison, communes, geojson)
     fig = go.Figure()
     poly_idx = add_polygons(fig, geo)
     add_names(fig, geo, comparison)
     trend_by = {(r["indicator"], r["area_code"]): r for r in trends.to_dict("records")} if len(trends) else {}
-    smooth_by = {(r["commune_code"], r["indicator"], int(r["period_start"]), int(r["period_end"])): r
-                 for r in smoothed.to_dict("records")}
+    smooth_by, bym2_by, clusters_by = (rows_by_combo(smoothed), rows_by_combo(models.bym2),
+                                       rows_by_combo(models.clusters))
     options = []
     for combo in combos:
         values = ComboValues.of(combo, comparison, smooth_by, geo.codes)
-        hover_idx = add_hover(fig, geo, combo, values, trend_by)
-        options += combo_options(fig, geo, combo, values, hover_idx, region_name, exceedance_cut)
+        model = ModelValues.of(combo, bym2_by, clusters_by, geo.codes)
+        hover_idx = add_hover(fig, geo, combo, values, model, trend_by)
+        options += combo_options(fig, geo, combo, values, model, hover_idx, region_name, exceedance_cut,
+                                 models.cluster_alpha)
     for ind in indicator_order(comparison["indicator"].unique()):
         window = (trend_windows or {}).get(ind)
         option = None if window is None else trend_option(fig, geo, ind, window, combos, trend_by, region_name,

@@ -51,6 +51,12 @@ def with_rate(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["rate_per_1000"].notna() & df["live_births"].notna()]
 
 
+def rows_by_combo(df: pd.DataFrame) -> dict:
+    """A mart's rows (as dicts) by (commune_code, indicator, period_start, period_end)."""
+    return {(r["commune_code"], r["indicator"], int(r["period_start"]), int(r["period_end"])): r
+            for r in df.to_dict("records")}
+
+
 def combos_of(comparison: pd.DataFrame) -> list[Combo]:
     """Indicator x period combinations present; per indicator the widest period first."""
     out = []

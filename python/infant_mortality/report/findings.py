@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from infant_mortality.report.bym2_clusters import NOT_A_CLUSTER, is_island
 from infant_mortality.report.combos import Combo, with_rate
-from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, unit
-from infant_mortality.report.labels import indicator_short, trend_has_class, trend_label
+from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, fmt_cri, unit
+from infant_mortality.report.labels import cluster_label, indicator_short, trend_has_class, trend_label
+from infant_mortality.report.style import CLUSTER_COLOURS
 from infant_mortality.report.i18n import t
 
 TOP_N = 3  # communes named as the highest
@@ -67,6 +69,37 @@ def map_finding(comparison: pd.DataFrame, combo: Combo, region_name: str, signif
              outlined=", ".join(significant) or t("finding.none"))
     if exceeding is not None:
         text += " " + t("finding.map_exceeding", cut=fmt(cut), names=", ".join(exceeding) or t("finding.none"))
+    return text
+
+
+def bym2_finding(bym2: pd.DataFrame, combo: Combo, cut: float) -> str:
+    """The highest BYM2 rates with their credible intervals, the communes whose BYM2 probability of
+    exceeding the region's rate is above the cut-off, and the communes without neighbours."""
+    df = combo.select(bym2).dropna(subset=["bym2_rate_per_1000"])
+    df = df.sort_values(["bym2_rate_per_1000", "commune_name"], ascending=[False, True])
+    top = ", ".join(f"{r.commune_name} {fmt(r.bym2_rate_per_1000)} ({fmt_cri(r.bym2_ci95_lower, r.bym2_ci95_upper)})"
+                    for r in df.head(TOP_N).itertuples())
+    text = t("finding.map_bym2", combo=combo.label, top=top or t("finding.none"), cut=fmt(cut, 2),
+             names=_names(df[df["bym2_prob_exceeds_region"] > cut].sort_values("commune_name")))
+    islands = df[[is_island(r) for r in df.to_dict("records")]]
+    if len(islands):
+        text += " " + t("finding.map_islands", names=_names(islands.sort_values("commune_name")))
+    return text
+
+
+def cluster_finding(clusters: pd.DataFrame, combo: Combo, alpha: float) -> str:
+    """The communes of each cluster type (hot and cold spots, outliers) in the combo, or none; how
+    many are not significant, and which have no neighbours to be tested with."""
+    df = combo.select(clusters).sort_values("commune_name")
+    by_type = {ty: g for ty, g in df.groupby("cluster_type")}
+    for ty in by_type:
+        cluster_label(ty)  # an unknown type stops the report, named
+    found = "; ".join(f"{cluster_label(ty)}: {_names(by_type[ty])}" for ty in CLUSTER_COLOURS
+                      if ty in by_type and ty not in NOT_A_CLUSTER)
+    text = t("finding.map_clusters", alpha=fmt(alpha, 2), clusters=found or t("finding.none"),
+             n=len(by_type.get("not significant", ())))
+    if "no neighbours" in by_type:
+        text += " " + t("finding.map_no_neighbours", names=_names(by_type["no neighbours"]))
     return text
 
 

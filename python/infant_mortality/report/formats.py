@@ -58,6 +58,16 @@ def fmt_ci(lo, hi, digits: int = 2) -> str:
     return t("ci", level=t("ci.level"), lo=fmt(lo, digits), hi=fmt(hi, digits))
 
 
+def fmt_cri(lo, hi, digits: int = 2) -> str:
+    """A credible interval (BYM2's posterior quantiles): `ICr 95 % 6,90 a 8,00` / `95% CrI 6.90 to 8.00`."""
+    return t("cri", level=t("ci.level"), lo=fmt(lo, digits), hi=fmt(hi, digits))
+
+
+def fmt_bound(x, digits: int = 2) -> str:
+    """A class bound without trailing zeros: `0,2`, `0,05` / `0.2`, `0.05`."""
+    return fmt(x, digits).rstrip("0").rstrip(",.")
+
+
 def fmt_apc(row) -> str:
     """`PCA (APC) −2,9 % (IC 95 % −4,1; −1,7)` or the trend's reason when it has no APC; the
     interval's level is the build's (the render context's)."""

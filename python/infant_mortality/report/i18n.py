@@ -194,6 +194,27 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "map.enlarged_below": ("ampliada abajo", "enlarged below"),
     "map.core": ("Núcleo denso, ampliado", "Dense core, enlarged"),
     "map.whole": ("Toda la región", "Whole region"),
+    # Map: BYM2 and clusters (bym2_clusters.py)
+    "map.bym2": ("Tasa suavizada (BYM2)", "Smoothed rate (BYM2)"),
+    "map.bym2_exceedance": ("P(tasa > región), BYM2", "P(rate > region), BYM2"),
+    "map.clusters": ("Conglomerados (Moran local)", "Clusters (local Moran)"),
+    "map.what.bym2": ("P(tasa > región) BYM2 > {cut}", "BYM2 P(rate > region) > {cut}"),
+    "map.what.clusters": ("conglomerado con q ≤ {alpha} (FDR)", "cluster at q ≤ {alpha} (FDR)"),
+    "map.island": ("sin vecinos: solo componente no estructurado", "no neighbours: unstructured part only"),
+    "map.no_estimate": ("sin estimación", "no estimate"),
+    "map.exceedance_class.first": ("P < {hi}", "P < {hi}"),
+    "map.exceedance_class.middle": ("P de {lo} a {hi}", "P {lo} to {hi}"),
+    "map.exceedance_class.last": ("P > {lo}", "P > {lo}"),
+    "map.hover.bym2": ("BYM2 {rate} ({cri}) · P(tasa > región) {prob}",
+                       "BYM2 {rate} ({cri}) · P(rate > region) {prob}"),
+    "map.hover.cluster": ("conglomerado (Moran local): {type}{q}", "cluster (local Moran): {type}{q}"),
+    "cluster.high-high": ("alto-alto (foco caliente)", "high-high (hot spot)"),
+    "cluster.low-low": ("bajo-bajo (foco frío)", "low-low (cold spot)"),
+    "cluster.high-low": ("alto-bajo (alta entre bajas)", "high-low (high among low)"),
+    "cluster.low-high": ("bajo-alto (baja entre altas)", "low-high (low among high)"),
+    "cluster.not significant": ("no significativo", "not significant"),
+    "cluster.no neighbours": ("sin vecinos", "no neighbours"),
+    "cri": ("ICr {level} {lo} a {hi}", "{level} CrI {lo} to {hi}"),
     # Trends
     "trends.region_suffix": ("{name} (región)", "{name} (region)"),
     "trends.country_suffix": ("{name} (país)", "{name} (country)"),
@@ -283,6 +304,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "col.trend": ("Tendencia", "Trend"),
     "col.apc": ("PCA (APC) % (IC 95 %)", "APC % (95% CI)"),
     "col.quintile": ("Quintil", "Quintile"),
+    "col.combo": ("Indicador · período", "Indicator · period"),
+    "col.bym2": ("BYM2 /{unit}", "BYM2 /{unit}"),
+    "col.cri": ("Intervalo de credibilidad", "Credible interval"),
+    "col.bym2_prob": ("P(tasa > región)", "P(rate > region)"),
+    "col.bym2_class": ("Clase de P", "P class"),
+    "col.spatial_part": ("Vecinos", "Neighbours"),
+    "col.cluster_type": ("Conglomerado (Moran local)", "Cluster (local Moran)"),
+    "col.q_value": ("q (FDR)", "q (FDR)"),
     "col.n_communes": ("Comunas", "Communes"),
     "table.sort": ("clic para ordenar", "click to sort"),
     "table.show": ("Mostrar", "Show"),
@@ -417,23 +446,38 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "visualización; sin mapa de fondo: el informe funciona sin conexión), coloreadas por la medida elegida en el "
         "menú: la tasa bruta acumulada de <code>marts.fct_commune_vs_region</code>; la tasa suavizada por Bayes "
         "empírico de <code>marts.fct_smoothed_rates</code> (la tasa bruta acercada a la regional, tanto más cuanto "
-        "menos nacimientos: la tasa extrema de una comuna pequeña es sobre todo ruido); la RT (azul bajo 1, rojo "
-        "sobre 1, escala logarítmica); la probabilidad de que la tasa verdadera de la comuna supere la de su región "
-        "(<code>prob_exceeds_region</code>); o la clase de tendencia (con tramas). Ambas escalas de tasas son iguales, "
-        "del percentil 10 al 90 de las tasas de la región (fuera de ellos el color se satura). Un contorno negro "
-        "grueso marca las comunas significativas: p medio &lt; {alpha} frente al resto de la región (tasas, RT), o una "
-        "probabilidad de superar mayor que {cut}. Se nombran las comunas mientras los nombres no se superpongan; pase "
-        "el cursor o toque una comuna para ver sus cifras.",
+        "menos nacimientos: la tasa extrema de una comuna pequeña es sobre todo ruido); la tasa suavizada por el "
+        "modelo BYM2 de <code>marts.fct_bym2_rates</code> (media a posteriori, que toma fuerza de los vecinos y del "
+        "país; su intervalo de credibilidad del 95 % al pasar el cursor; una comuna sin vecinos, con un rombo y trama cruzada, "
+        "tiene solo el componente no estructurado); la RT (azul bajo 1, rojo sobre 1, escala logarítmica); la "
+        "probabilidad de que la tasa verdadera de la comuna supere la de su región (<code>prob_exceeds_region</code>), "
+        "y la misma según BYM2 en cinco clases (de azul, por debajo, a rojo, por encima; paleta apta para "
+        "daltónicos); los conglomerados de Moran local de <code>marts.fct_spatial_clusters</code> (alto-alto, "
+        "bajo-bajo, alto-bajo o bajo-alto cuando q ≤ {fdr} tras la corrección de Benjamini-Hochberg; color y trama); "
+        "o la clase de tendencia (con tramas). Las tres escalas de tasas son iguales, del percentil 10 al 90 de las "
+        "tasas de la región (fuera de ellos el color se satura). Un contorno negro grueso marca las comunas "
+        "significativas: p medio &lt; {alpha} frente al resto de la región (tasa bruta y suavizada por Bayes "
+        "empírico, RT), una probabilidad de superar mayor que {cut} (BYM2 y sus clases, Bayes empírico) o un "
+        "conglomerado. Se nombran las comunas mientras los nombres no se superpongan; pase el cursor o toque una "
+        "comuna para ver sus cifras.",
         "The communes on their boundaries (IDE Chile, División Político-Administrativa 2023, simplified for display; "
         "no background map: the report works offline), coloured by the measure chosen in the menu: the crude pooled "
         "rate of <code>marts.fct_commune_vs_region</code>; the empirical Bayes smoothed rate of "
         "<code>marts.fct_smoothed_rates</code> (the crude rate pulled towards the region's, the more so the fewer "
-        "the births: a small commune's extreme crude rate is mostly noise); RT (blue below 1, red above, log scale); "
-        "the probability that the commune's true rate exceeds its region's (<code>prob_exceeds_region</code>); or "
-        "the trend class (hatched). Both rate scales are the same, from the 10th to the 90th percentile of the "
-        "region's rates (beyond them the colour saturates). A thick black outline marks the significant communes: "
-        "mid-p &lt; {alpha} against the rest of the region (rates, RT), or a probability of exceeding above {cut}. "
-        "Communes are named where the names do not overlap; hover or tap a commune for its numbers."),
+        "the births: a small commune's extreme crude rate is mostly noise); the rate smoothed by the BYM2 model of "
+        "<code>marts.fct_bym2_rates</code> (the posterior mean, borrowing strength from the neighbours and the "
+        "country; its 95% credible interval on hover; a commune without neighbours, marked by a diamond and "
+        "cross-hatched, has the "
+        "unstructured part only); RT (blue below 1, red above, log scale); the probability that the commune's true "
+        "rate exceeds its region's (<code>prob_exceeds_region</code>), and the same by BYM2 in five classes (blue "
+        "below, red above; a colour-blind-safe palette); the local Moran clusters of "
+        "<code>marts.fct_spatial_clusters</code> (high-high, low-low, high-low or low-high where q ≤ {fdr} after "
+        "the Benjamini-Hochberg correction; colour and hatching); or the trend class (hatched). The three rate "
+        "scales are the same, from the 10th to the 90th percentile of the region's rates (beyond them the colour "
+        "saturates). A thick black outline marks the significant communes: mid-p &lt; {alpha} against the rest of "
+        "the region (crude and EB smoothed rates, RT), a probability of exceeding above {cut} (BYM2 and its classes, "
+        "EB) or a cluster. Communes are named where the names do not overlap; hover or tap a commune for its "
+        "numbers."),
     "map.not_on_map": (" Fuera del mapa (sin polígono, o lejos del continente, como una isla): {names}.",
                        " Not on the map (no polygon, or far off the mainland such as an island): {names}."),
     "map.outlined": ("Qué comunas tienen contorno (significativas)", "Which communes are outlined (significant)"),
@@ -540,9 +584,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
                     "of the region): {outlined}."),
     "finding.map_exceeding": ("Probabilidad de superar la tasa regional mayor que {cut}: {names}.",
                               "Probability of exceeding the regional rate above {cut}: {names}."),
+    "finding.map_bym2": ("BYM2 ({combo}): tasas más altas {top}; P(tasa > región) mayor que {cut}: {names}.",
+                         "BYM2 ({combo}): highest rates {top}; P(rate > region) above {cut}: {names}."),
+    "finding.map_islands": ("Sin vecinos (solo componente no estructurado: su estimación se acerca al nivel del país, "
+                            "no al de sus vecinos): {names}.",
+                            "No neighbours (unstructured part only: their estimates borrow from the whole country, "
+                            "not from neighbours): {names}."),
+    "finding.map_clusters": ("Conglomerados de Moran local con q ≤ {alpha}: {clusters} ({n} comunas no significativas).",
+                             "Local Moran clusters at q ≤ {alpha}: {clusters} ({n} communes not significant)."),
+    "finding.map_no_neighbours": ("Sin vecinos, sin I local: {names}.", "No neighbours, no local I: {names}."),
     "finding.inequity": ("{area}, {ind} según {strat}: {measures}; la brecha anual {gap}.",
                          "{area}, {ind} by {strat}: {measures}; the yearly gap {gap}."),
     "finding.table_note": ("Datos: <a href=\"#{table}\">la tabla 6</a>.", "Data: <a href=\"#{table}\">table 6</a>."),
+    "data.bym2": ("Datos de los mapas BYM2 y de conglomerados: cada comuna, indicador y período",
+                  "Data of the BYM2 and cluster maps: every commune, indicator and period"),
+    "map.clusters.summary": ("Conglomerados de cada indicador y período, en texto",
+                             "Clusters of each indicator and period, in words"),
     "data.trends": ("Datos de la figura: {ind} por año y tendencia", "Figure data: {ind} by year and trend"),
     "data.inequity": ("Datos de la figura: {ind} por quintil de {strat}", "Figure data: {ind} by quintile of {strat}"),
     # The country against UN IGME (benchmarks.py)

@@ -4,7 +4,9 @@ the render context), the comparison, funnel and trend classes, the trend methods
 from __future__ import annotations
 
 from infant_mortality.report.context import Indicator, current
+from infant_mortality.report.formats import fmt_bound
 from infant_mortality.report.i18n import MESSAGES, language, pick, t
+from infant_mortality.report.style import EXCEEDANCE_BOUNDS
 
 
 def indicator_short(indicator: str) -> str:
@@ -42,6 +44,26 @@ def trend_label(cls: str | None) -> str:
     """The trend class as the page names it (an unknown class as it is)."""
     key = f"trend.{cls or 'not_estimable'}"
     return t(key) if key in MESSAGES else str(cls)
+
+
+def cluster_label(cluster_type: str) -> str:
+    """A cluster type of `marts.fct_spatial_clusters` as the page names it; a type the catalogue
+    does not know stops the report (the mart's constraint lists the types: the catalogue is behind)."""
+    key = f"cluster.{cluster_type}"
+    if key not in MESSAGES:
+        raise ValueError(f"unknown cluster type {cluster_type!r} in marts.fct_spatial_clusters: add it to report/i18n.py")
+    return t(key)
+
+
+def exceedance_class_label(k: int) -> str:
+    """The k-th class of the probability of exceeding (style.EXCEEDANCE_BOUNDS): `P < 0,05`,
+    `P de 0,05 a 0,2`, ..., `P > 0,95`."""
+    bounds = EXCEEDANCE_BOUNDS
+    if k == 0:
+        return t("map.exceedance_class.first", hi=fmt_bound(bounds[0]))
+    if k == len(bounds):
+        return t("map.exceedance_class.last", lo=fmt_bound(bounds[-1]))
+    return t("map.exceedance_class.middle", lo=fmt_bound(bounds[k - 1]), hi=fmt_bound(bounds[k]))
 
 
 def trend_has_class(row) -> bool:

@@ -20,11 +20,11 @@ REQUIRED_MARTS = ("dim_commune", "dim_indicator", "fct_area_year_rates", "fct_ar
                   "fct_commune_vs_region", "fct_funnel_limits", "fct_trends", "fct_smoothed_rates", "audit_data_quality", "meta_build",
                   "dim_stratifier", "fct_rates_by_quintile", "fct_commune_deprivation", "fct_inequality",
                   "fct_inequality_trends", "fct_trend_segments", "fct_commune_screening", "fct_external_benchmarks",
-                  "fct_study_findings")
+                  "fct_study_findings", "fct_bym2_rates", "fct_spatial_clusters")
 
 # The dbt vars the report states (their values are the build's, from meta_build.vars_json).
 THRESHOLD_VARS = {"unreliable_below_deaths": int, "comparison_alpha": float, "trend_p_threshold": float,
-                  "trend_min_deaths": int}
+                  "trend_min_deaths": int, "cluster_fdr_alpha": float}
 
 
 class ReportError(RuntimeError):
@@ -40,6 +40,7 @@ class Settings:
     trend_p_threshold: float
     trend_min_deaths: int
     exceedance_probability_threshold: float
+    cluster_fdr_alpha: float  # the false discovery rate at which fct_spatial_clusters names a cluster
     trend_method: str = ""  # fct_trends.method of the headline (meta_build)
     trend_method_label: str = ""
     trend_ci_level: float = 0.95
@@ -68,6 +69,8 @@ class Marts:
     screening: pd.DataFrame  # fct_commune_screening of the headline method
     benchmarks: pd.DataFrame  # fct_external_benchmarks
     study_findings: pd.DataFrame  # fct_study_findings
+    bym2: pd.DataFrame  # fct_bym2_rates
+    clusters: pd.DataFrame  # fct_spatial_clusters
 
 
 def default_warehouse() -> Path:
@@ -128,6 +131,8 @@ def load_marts(warehouse: str | os.PathLike) -> Marts:
             screening=read("fct_commune_screening").query("is_headline_method").reset_index(drop=True),
             benchmarks=read("fct_external_benchmarks"),
             study_findings=read("fct_study_findings"),
+            bym2=read("fct_bym2_rates"),
+            clusters=read("fct_spatial_clusters"),
         )
     finally:
         con.close()

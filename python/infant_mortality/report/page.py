@@ -24,6 +24,7 @@ from infant_mortality.report.benchmarks import (
     benchmark_rows,
     benchmark_table_rows,
 )
+from infant_mortality.report.bym2_clusters import MODEL_TABLE_HEADERS, ModelMarts, model_table_rows
 from infant_mortality.report.choropleth import choropleth_figure
 from infant_mortality.report.combos import combos_of
 from infant_mortality.report.context import RenderContext
@@ -38,6 +39,8 @@ from infant_mortality.report.labels import (
     trend_label,
 )
 from infant_mortality.report.findings import (
+    bym2_finding,
+    cluster_finding,
     funnel_finding,
     inequity_finding,
     map_finding,
@@ -251,7 +254,8 @@ def _region_figures(marts: Marts, region_code: str) -> RegionFigures:
     method = method_name(marts.settings)
     fig_map = choropleth_figure(comp, smoothed, marts.communes, marts.geojson,
                                 trends_region[trends_region.area_level == "commune"], region_name, region_code,
-                                method, marts.settings.exceedance_probability_threshold, windows)
+                                method, marts.settings.exceedance_probability_threshold, windows,
+                                models=model_marts(marts, comp.commune_code))
     names = comp[["commune_code", "commune_name"]].drop_duplicates().sort_values("commune_name")
     trend_figs, series = {}, {}
     for ind in indicator_order(comp.indicator.unique()):
@@ -398,6 +402,46 @@ def screening_html(screening: pd.DataFrame, combo, code: str, method: str) -> st
             f'<ul class="screening">{items}</ul>')
 
 
+def model_marts(marts: Marts, codes) -> ModelMarts:
+    """The BYM2 and cluster rows of these communes, with the build's cluster FDR."""
+    return ModelMarts(marts.bym2, marts.clusters, marts.settings.cluster_fdr_alpha).of_communes(codes)
+
+
+def map_html(marts: Marts, store: FigureStore, figs: RegionFigures, comp: pd.DataFrame, code: str, name: str) -> str:
+    """The map with its caption, its text alternative (the default option's finding; BYM2 and
+    clusters in words for every indicator and period, and as a table) and the outlined communes."""
+    s = marts.settings
+    combos = combos_of(comp)
+    default = combos[0]
+    models = model_marts(marts, comp.commune_code)
+    meta = figs.map.layout.meta or {}
+    missing = meta.get("not_on_map") or []
+    caption = t("map.caption", alpha=fmt(s.comparison_alpha, 2), cut=fmt(s.exceedance_probability_threshold, 2),
+                fdr=fmt(s.cluster_fdr_alpha, 2))
+    if missing:
+        caption += t("map.not_on_map", names=esc(", ".join(missing)))
+    parts = [f"<h3>{t('map.heading')}</h3>", f'<p class="caption">{caption}</p>']
+    opts = {(o["measure"], o["combo"]): o["significant"] for o in meta.get("options", [])}
+    finding = " ".join([
+        map_finding(comp, default, name, opts.get(("crude", default.key), []), opts.get(("exceedance", default.key)),
+                    s.exceedance_probability_threshold),
+        bym2_finding(models.bym2, default, s.exceedance_probability_threshold),
+        cluster_finding(models.clusters, default, s.cluster_fdr_alpha)])
+    parts.append(store.figure(f"fig-map-{code}", figs.map, finding, t("finding.table_note",
+                                                                      table=f"comparison-table-{code}")))
+    sig_items = [f"<li><b>{esc(o['label'])}</b>: {esc(', '.join(o['significant']) or t('finding.none'))}</li>"
+                 for o in meta.get("options", []) if o["measure"] in ("rate_ratio", "exceedance", "bym2_exceedance")]
+    if sig_items:
+        parts.append(f"<details><summary>{esc(t('map.outlined'))}</summary><ul>{''.join(sig_items)}</ul></details>")
+    cluster_items = "".join(f"<li><b>{esc(c.label)}</b>: {esc(cluster_finding(models.clusters, c, s.cluster_fdr_alpha))}"
+                            f"</li>" for c in combos)
+    parts.append(f"<details><summary>{esc(t('map.clusters.summary'))}</summary><ul>{cluster_items}</ul></details>")
+    parts.append(store.data_table(f"data-fig-map-{code}-bym2", t("data.bym2"),
+                                  [t(h, unit=unit(c.indicator for c in combos)) for h in MODEL_TABLE_HEADERS],
+                                  model_table_rows(models, combos)))
+    return "\n".join(parts)
+
+
 def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_basis: str, shown: bool,
                 ctx: RenderContext) -> str:
     figs = region_figures(marts, code, ctx)
@@ -439,26 +483,7 @@ def region_html(marts: Marts, store: FigureStore, code: str, name: str, count_ba
     parts.append(f'<p class="caption">{t("funnel.caption", default=esc(default.label), menu=menu_note)}</p>')
     parts.append(store.figure(f"fig-funnel-{code}", figs.funnel, funnel_finding(comp, default, name, reg), table_note))
 
-    parts.append(f"<h3>{t('map.heading')}</h3>")
-    meta = figs.map.layout.meta or {}
-    missing = meta.get("not_on_map") or []
-    caption = t("map.caption", alpha=fmt(s.comparison_alpha, 2), cut=fmt(s.exceedance_probability_threshold, 2))
-    if missing:
-        caption += t("map.not_on_map", names=esc(", ".join(missing)))
-    parts.append(f'<p class="caption">{caption}</p>')
-    opts = {(o["measure"], o["combo"]): o["significant"] for o in meta.get("options", [])}
-    exceeding = opts.get(("exceedance", default.key))
-    parts.append(store.figure(f"fig-map-{code}", figs.map,
-                              map_finding(comp, default, name, opts.get(("crude", default.key), []), exceeding,
-                                          s.exceedance_probability_threshold),
-                              table_note))
-    sig_items = []
-    for opt in meta.get("options", []):
-        if opt["measure"] in ("rate_ratio", "exceedance"):
-            names_ = ", ".join(opt["significant"]) or t("finding.none")
-            sig_items.append(f"<li><b>{esc(opt['label'])}</b>: {esc(names_)}</li>")
-    if sig_items:
-        parts.append(f"<details><summary>{esc(t('map.outlined'))}</summary><ul>{''.join(sig_items)}</ul></details>")
+    parts.append(map_html(marts, store, figs, comp, code, name))
 
     parts.append(inequity_html(marts, store, "region", code, name, t("region.inequity")))
     parts.append(f'<h3 id="comparison-table-{code}-heading">{t("table.heading")}</h3>')

@@ -45,6 +45,28 @@ TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot"
 # Map fill patterns of the trend classes (plotly `fillpattern.shape`): hatching, not colour alone.
 TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_confirmed": "-", "not_estimable": ".",
                   "insufficient_data": "x"}
+# The fill of a commune without a value on the map.
+NO_DATA = "#f0f0f0"
+# The map's BYM2 options (fct_bym2_rates) and its clusters (fct_spatial_clusters).
+# A commune with no neighbour (its BYM2 effect is the unstructured part only) is cross-hatched and
+# marked by a diamond at its label point (the hatching is lost on a small island such as Puqueldón).
+ISLAND_PATTERN = "x"
+ISLAND_SYMBOL = "diamond-open"
+# The ink of a fill pattern: dark, white on the darkest fills (where dark hatching vanishes).
+PATTERN_INK, PATTERN_INK_ON_DARK = "#222", "#fff"
+# The probability of exceeding the region's rate in five classes, < 0.05 to > 0.95: their upper
+# bounds (the last class is open) and ColorBrewer's 5-class RdBu, safe for colour-blind readers;
+# the top class is also outlined (above the build's cut-off, 0.95 by default).
+EXCEEDANCE_BOUNDS = (0.05, 0.2, 0.8, 0.95)
+EXCEEDANCE_COLOURS = ("#2166ac", "#92c5de", "#f7f7f7", "#f4a582", "#b2182b")
+# Cluster types of local Moran's I (fct_spatial_clusters.cluster_type), in the legend's order: hot
+# and cold spots dark, outliers light, red high and blue low (ColorBrewer RdBu), each with its
+# own hatching too (tests/report/test_map_palettes.py measures them apart under colour blindness).
+CLUSTER_COLOURS = {"high-high": "#b2182b", "low-low": "#2166ac", "high-low": "#f4a582", "low-high": "#92c5de",
+                   "not significant": "#c8c8c8", "no neighbours": "#ffffff"}
+CLUSTER_DARK = ("high-high", "low-low")  # hatched in PATTERN_INK_ON_DARK
+CLUSTER_PATTERNS = {"high-high": "/", "low-low": "\\", "high-low": "|", "low-high": "-", "not significant": "",
+                    "no neighbours": "."}
 FONT = dict(family="DejaVu Sans, Arial, Helvetica, sans-serif", size=13, color="#222")
 
 

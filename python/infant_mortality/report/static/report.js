@@ -55,12 +55,14 @@
     var ncols = Math.max(1, Math.min(g.max_cols, Math.floor(inner / g.min_panel_px), g.n));
     var nrows = Math.ceil(g.n / ncols);
     var rowPx = ncols === 1 ? g.row_px_narrow : g.row_px;
-    var plotPx = nrows * rowPx + (nrows - 1) * g.gap_px;
-    layout.height = plotPx + (m.t || 0) + (m.b || 0);
     var w = (1 - (ncols - 1) * g.hspace) / ncols;
+    var lines = wrapPanelTitles(layout, (w + g.hspace) * inner);
+    var gapPx = Math.max(g.gap_px, TITLE_LINE_PX * lines + 24);  // 4 lines fit the usual gap
+    var plotPx = nrows * rowPx + (nrows - 1) * gapPx;
+    layout.height = plotPx + (m.t || 0) + (m.b || 0);
     for (var i = 0; i < g.n; i++) {
       var r = Math.floor(i / ncols), c = i % ncols, s = i === 0 ? '' : String(i + 1);
-      var top = 1 - r * (rowPx + g.gap_px) / plotPx;
+      var top = 1 - r * (rowPx + gapPx) / plotPx;
       layout['xaxis' + s].domain = [c * (w + g.hspace), c * (w + g.hspace) + w];
       layout['yaxis' + s].domain = [Math.max(0, top - rowPx / plotPx), top];
     }
@@ -68,10 +70,12 @@
   }
 
   // Breaks a plotly text (lines separated by <br>, may hold <span> tags) at spaces so that no
-  // line is longer than maxChars visible characters.
+  // line is longer than maxChars visible characters. A space inside a tag (<span style=...>) is
+  // not a place to break.
   function wrap(text, maxChars) {
     if (typeof text !== 'string') return text;
-    return text.split('<br>').map(function (line) {
+    var kept = text.replace(/<[^>]*>/g, function (tag) { return tag.replace(/ /g, '\u0001'); });
+    return kept.split('<br>').map(function (line) {
       var out = [], cur = '';
       line.split(' ').forEach(function (w) {
         var cand = cur ? cur + ' ' + w : w;
@@ -79,7 +83,25 @@
       });
       out.push(cur);
       return out.join('<br>');
-    }).join('<br>');
+    }).join('<br>').replace(/\u0001/g, ' ');
+  }
+
+  // Small multiples' panel titles (annotations on an axis' domain) wrapped to their column's
+  // width, so that a long name ("Región de Aysén del General Carlos Ibáñez del Campo", 51
+  // characters) is not cut at the figure's edge; returns the most lines a title takes. A line in
+  // smaller type (<span style='font-size:10px'>) holds more characters.
+  var TITLE_LINE_PX = 15, TITLE_CHAR_PX = 7.5;  // 12 px bold type: about 7 px a character
+  function wrapPanelTitles(layout, columnPx) {
+    var lines = 1;
+    (layout.annotations || []).forEach(function (a) {
+      if (!/ domain$/.test(a.xref || '') || typeof a.text !== 'string') return;
+      a.text = a.text.split('<br>').map(function (line) {
+        var size = /font-size:\s*(\d+)px/.exec(line), px = TITLE_CHAR_PX * (size ? Number(size[1]) / 12 : 1);
+        return wrap(line, Math.max(12, Math.floor(columnPx / px)));
+      }).join('<br>');
+      lines = Math.max(lines, a.text.split('<br>').length);
+    });
+    return lines;
   }
 
   function wrapTitles(layout, width) {
