@@ -77,13 +77,29 @@ IGME_RUNS = {
 }
 
 
+@pytest.fixture(scope="module")
+def stop_folder(tmp_path_factory):
+    """One raw folder and database for the stopping cases: the same vars and database let dbt
+    reuse its parse (a folder of its own costs each case a full parse, ~13 s of CPU)."""
+    root = tmp_path_factory.mktemp("stops")
+    return copy_raw(root / "raw"), root / "stop.duckdb"
+
+
+@pytest.fixture
+def stop_raw(stop_folder):
+    """The shared raw folder and database for one stopping case, the bundled files put back after it."""
+    raw, database = stop_folder
+    yield raw, database
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw, dirs_exist_ok=True)
+
+
 @pytest.mark.parametrize("case", list(IGME_RUNS))
-def test_a_broken_un_igme_file_stops_naming_file_real_line_and_fix(tmp_path, case):
+def test_a_broken_un_igme_file_stops_naming_file_real_line_and_fix(stop_raw, case):
     changes, messages = IGME_RUNS[case]
-    raw = copy_raw(tmp_path / "raw")
+    raw, database = stop_raw
     for name, change in changes.items():
         edit(raw / name, change)
-    result = run_dbt(IGME_MODELS, tmp_path / "igme.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    result = run_dbt(IGME_MODELS, database, {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
     for message in messages:
         assert message.format(dir=raw) in result.stdout, result.stdout[-3000:]
@@ -95,13 +111,13 @@ DEIS = "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"
 INE_MODELS = ["run", "--select", "stg_ine__vital_statistics", "stg_deis_aggregates__deaths_by_age_group"]
 
 
-def test_cr_only_line_ends_and_a_long_header_are_quoted_never_dumped(tmp_path):
+def test_cr_only_line_ends_and_a_long_header_are_quoted_never_dumped(stop_raw):
     # Before: the CR-only file was one 285,000-character "line", dumped whole into the
     # unexpected-header message (285,165 characters).
-    raw = copy_raw(tmp_path / "raw")
+    raw, database = stop_raw
     (raw / INE).write_bytes((raw / INE).read_bytes().replace(b"\n", b"\r"))
     edit(raw / DEIS, lambda lines: [lines[0].rstrip("\n") + ",x" * 300 + "\n"] + lines[1:])
-    result = run_dbt(INE_MODELS, tmp_path / "ine.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    result = run_dbt(INE_MODELS, database, {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
     assert (f"{raw / INE}: its lines end with a carriage return only (CR, no line feed), so the file reads as a "
             f"single line of 284,985 bytes; save it with LF (or CRLF) line ends") in result.stdout, result.stdout[-3000:]
@@ -125,11 +141,10 @@ def test_a_utf16_file_is_named_utf16_not_latin1(tmp_path, encoding, kind):
                                  f"character), not UTF-8; save it as UTF-8")
 
 
-def test_a_utf16_ine_file_stops_the_build_saying_utf16(tmp_path):
-    raw = copy_raw(tmp_path / "raw")
+def test_a_utf16_ine_file_stops_the_build_saying_utf16(stop_raw):
+    raw, database = stop_raw
     (raw / INE).write_bytes((raw / INE).read_text(encoding="utf-8").encode("utf-16"))
-    result = run_dbt(["run", "--select", "stg_ine__vital_statistics"], tmp_path / "u16.duckdb",
-                     {"raw_data_dir": str(raw)}, check=False)
+    result = run_dbt(["run", "--select", "stg_ine__vital_statistics"], database, {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
     assert f"{raw / INE}: the file is UTF-16 LE encoded" in result.stdout, result.stdout[-3000:]
     assert "latin-1" not in result.stdout
