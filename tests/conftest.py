@@ -194,6 +194,23 @@ def published_warehouse(tmp_path_factory):
                            output=(work / "publish_output.txt").read_text())
 
 
+STUDY_PERIOD = {"start": 2005, "end": 2014}   # González et al. 2020: the RM, 2005-2014
+
+
+@pytest.fixture(scope="session")
+def rm_study_period(tmp_path_factory) -> Path:
+    """Generated RM deaths 2005-2019 (synthetic, UTF-8) with the bundled births 2001-2016 and the
+    study's period as `custom_period`, built once per run for test_study_births.py and
+    test_study_findings.py (the marts both read). Only int_analysis_periods reads custom_period,
+    and none of the marts the births tests read is built on it: one build serves both."""
+    def build(folder):
+        microdata_warehouse(folder, ("13",), range(2005, 2020),
+                            ["+fct_area_year_rates", "+audit_data_quality", "+audit_births_sources",
+                             "assert_bundled_births_continuous_across_recodes", "+fct_study_findings"],
+                            births="bundled", generator={"deaths_encoding": "utf-8"}, custom_period=STUDY_PERIOD)
+    return built_once(tmp_path_factory, "rm_study_period", build) / "micro.duckdb"
+
+
 THREE_REGIONS = ("11", "12", "15")   # Aysén, Magallanes (with Antártica, 12202, absent from the 2022 file), Arica
 COVARIATE_DROPPED = "11201"          # Aysén: its income_poverty_2022 line is removed
 COVARIATE_UNPARSEABLE = "15101"      # Arica: its multidimensional_poverty_2022 value becomes "n/d"
