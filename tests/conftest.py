@@ -41,6 +41,13 @@ def run_dbt(args: list[str], duckdb_path: Path, dbt_vars: dict | None = None, ch
     return result
 
 
+def build_selected(*models: str) -> list[str]:
+    """`dbt build` of `models` (selectors such as `+fct_area_year_rates`) and nothing else: a data
+    test runs only when every model it reads is selected (cautious), so no test fails for a
+    parent that was left out. A test that reads a few marts builds their closure, not the DAG."""
+    return ["build", "--indirect-selection", "cautious", "--select", *models]
+
+
 MODE_FOLDERS = {"ine_aggregates": "models/inputs/ine_aggregates", "deis_microdata": "models/inputs/deis_microdata"}
 
 
@@ -110,7 +117,7 @@ def microdata_warehouse(folder: Path, regions: tuple[str, ...], years, select: l
     births_path = files / manifest["births_folder"] if births == "generated" else None
     chosen = microdata_vars(deaths, births_path, folder / "cache", **dbt_vars)
     path = folder / "micro.duckdb"
-    arguments = ["build", "--indirect-selection", "cautious", "--select", *select] if select else ["build"]
+    arguments = build_selected(*select) if select else ["build"]
     run_dbt(arguments, path, chosen)
     return SimpleNamespace(path=path, files=files, deaths=deaths, births=births_path, dbt_vars=chosen)
 
@@ -185,6 +192,23 @@ def published_warehouse(tmp_path_factory):
     path = work / "warehouse" / "infant_mortality.duckdb"
     return SimpleNamespace(path=path, parquet=path.parent / "parquet", target=work / "dbt_target",
                            output=(work / "publish_output.txt").read_text())
+
+
+STUDY_PERIOD = {"start": 2005, "end": 2014}   # González et al. 2020: the RM, 2005-2014
+
+
+@pytest.fixture(scope="session")
+def rm_study_period(tmp_path_factory) -> Path:
+    """Generated RM deaths 2005-2019 (synthetic, UTF-8) with the bundled births 2001-2016 and the
+    study's period as `custom_period`, built once per run for test_study_births.py and
+    test_study_findings.py (the marts both read). Only int_analysis_periods reads custom_period,
+    and none of the marts the births tests read is built on it: one build serves both."""
+    def build(folder):
+        microdata_warehouse(folder, ("13",), range(2005, 2020),
+                            ["+fct_area_year_rates", "+audit_data_quality", "+audit_births_sources",
+                             "assert_bundled_births_continuous_across_recodes", "+fct_study_findings"],
+                            births="bundled", generator={"deaths_encoding": "utf-8"}, custom_period=STUDY_PERIOD)
+    return built_once(tmp_path_factory, "rm_study_period", build) / "micro.duckdb"
 
 
 THREE_REGIONS = ("11", "12", "15")   # Aysén, Magallanes (with Antártica, 12202, absent from the 2022 file), Arica

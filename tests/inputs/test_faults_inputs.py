@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
+from conftest import REPO_ROOT, build_selected, microdata_warehouse, query, run_dbt
+from promise import PROMISE_MODELS
 
 # End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
 pytestmark = pytest.mark.e2e
@@ -76,13 +77,29 @@ IGME_RUNS = {
 }
 
 
+@pytest.fixture(scope="module")
+def stop_folder(tmp_path_factory):
+    """One raw folder and database for the stopping cases: the same vars and database let dbt
+    reuse its parse (a folder of its own costs each case a full parse, ~13 s of CPU)."""
+    root = tmp_path_factory.mktemp("stops")
+    return copy_raw(root / "raw"), root / "stop.duckdb"
+
+
+@pytest.fixture
+def stop_raw(stop_folder):
+    """The shared raw folder and database for one stopping case, the bundled files put back after it."""
+    raw, database = stop_folder
+    yield raw, database
+    shutil.copytree(REPO_ROOT / "data" / "raw", raw, dirs_exist_ok=True)
+
+
 @pytest.mark.parametrize("case", list(IGME_RUNS))
-def test_a_broken_un_igme_file_stops_naming_file_real_line_and_fix(tmp_path, case):
+def test_a_broken_un_igme_file_stops_naming_file_real_line_and_fix(stop_raw, case):
     changes, messages = IGME_RUNS[case]
-    raw = copy_raw(tmp_path / "raw")
+    raw, database = stop_raw
     for name, change in changes.items():
         edit(raw / name, change)
-    result = run_dbt(IGME_MODELS, tmp_path / "igme.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    result = run_dbt(IGME_MODELS, database, {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
     for message in messages:
         assert message.format(dir=raw) in result.stdout, result.stdout[-3000:]
@@ -94,13 +111,13 @@ DEIS = "deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv"
 INE_MODELS = ["run", "--select", "stg_ine__vital_statistics", "stg_deis_aggregates__deaths_by_age_group"]
 
 
-def test_cr_only_line_ends_and_a_long_header_are_quoted_never_dumped(tmp_path):
+def test_cr_only_line_ends_and_a_long_header_are_quoted_never_dumped(stop_raw):
     # Before: the CR-only file was one 285,000-character "line", dumped whole into the
     # unexpected-header message (285,165 characters).
-    raw = copy_raw(tmp_path / "raw")
+    raw, database = stop_raw
     (raw / INE).write_bytes((raw / INE).read_bytes().replace(b"\n", b"\r"))
     edit(raw / DEIS, lambda lines: [lines[0].rstrip("\n") + ",x" * 300 + "\n"] + lines[1:])
-    result = run_dbt(INE_MODELS, tmp_path / "ine.duckdb", {"raw_data_dir": str(raw)}, check=False)
+    result = run_dbt(INE_MODELS, database, {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
     assert (f"{raw / INE}: its lines end with a carriage return only (CR, no line feed), so the file reads as a "
             f"single line of 284,985 bytes; save it with LF (or CRLF) line ends") in result.stdout, result.stdout[-3000:]
@@ -124,11 +141,10 @@ def test_a_utf16_file_is_named_utf16_not_latin1(tmp_path, encoding, kind):
                                  f"character), not UTF-8; save it as UTF-8")
 
 
-def test_a_utf16_ine_file_stops_the_build_saying_utf16(tmp_path):
-    raw = copy_raw(tmp_path / "raw")
+def test_a_utf16_ine_file_stops_the_build_saying_utf16(stop_raw):
+    raw, database = stop_raw
     (raw / INE).write_bytes((raw / INE).read_text(encoding="utf-8").encode("utf-16"))
-    result = run_dbt(["run", "--select", "stg_ine__vital_statistics"], tmp_path / "u16.duckdb",
-                     {"raw_data_dir": str(raw)}, check=False)
+    result = run_dbt(["run", "--select", "stg_ine__vital_statistics"], database, {"raw_data_dir": str(raw)}, check=False)
     assert result.returncode != 0
     assert f"{raw / INE}: the file is UTF-16 LE encoded" in result.stdout, result.stdout[-3000:]
     assert "latin-1" not in result.stdout
@@ -230,7 +246,8 @@ def window_2005_2015(tmp_path_factory):
     raw = copy_raw(root / "raw")
     edit(raw / IGME, missing_igme_deaths_2015)
     database = root / "window.duckdb"
-    run_dbt(["build", "--exclude", "fct_trends+"], database,
+    # The marts the tests read (fct_external_benchmarks is among the audit's parents).
+    run_dbt(build_selected(*PROMISE_MODELS, "+fct_external_benchmarks"), database,
             {"raw_data_dir": str(raw), "input_year_min": 2005, "input_year_max": 2015})
     return database, raw
 
@@ -267,7 +284,7 @@ def test_a_missing_un_igme_value_is_published_with_its_reason(window_2005_2015):
 
 def test_input_year_min_2000_changes_no_published_number(bundled_warehouse, tmp_path):
     database = tmp_path / "from_2000.duckdb"
-    run_dbt(["build", "--exclude", "fct_trends+"], database, {"input_year_min": 2000})
+    run_dbt(build_selected(*PROMISE_MODELS), database, {"input_year_min": 2000})
     assert query(database, YEARS_SQL, [1990, 2030]) == query(bundled_warehouse, YEARS_SQL, [1990, 2030])
     assert query(database, "select year from marts.audit_data_quality where check_name = 'year_outside_window' "
                            "order by year") == [(y,) for y in range(1990, 2000)]
@@ -276,7 +293,7 @@ def test_input_year_min_2000_changes_no_published_number(bundled_warehouse, tmp_
 def test_a_narrowed_window_in_microdata_mode_counts_records_outside_never_stops(tmp_path):
     # Before: the records of 2018 were year_out_of_range, a malformed value: the build stopped
     # (deis_malformed_records: stop) naming the first of them.
-    database = microdata_warehouse(tmp_path, ("15",), (2018, 2019), ["+fct_area_year_rates", "+audit_data_quality"],
+    database = microdata_warehouse(tmp_path, ("15",), (2018, 2019), list(PROMISE_MODELS),
                                    input_year_min=2019).path
     assert query(database, "select distinct year from marts.fct_area_year_rates") == [(2019,)]
     totals = dict(query(database, "select source, records_affected from marts.audit_data_quality "

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
+from conftest import REPO_ROOT, query, run_dbt
 
 BUNDLE = "data/raw/deis_births_by_commune_year_2001_2016.csv"
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    return microdata_warehouse(
-        tmp_path_factory.mktemp("study_births"), ("13",), range(2005, 2020),
-        ["+fct_area_year_rates", "+audit_data_quality", "+audit_births_sources",
-         "assert_bundled_births_continuous_across_recodes"], births="bundled", generator={"deaths_encoding": "utf-8"}).path
+def study(rm_study_period):
+    """The session's build (conftest), shared with test_study_findings.py, whose custom_period
+    reaches none of the marts read here."""
+    return rm_study_period
 
 
 def test_rm_births_2005_and_independencia_2005_2009_come_from_the_bundle(study):

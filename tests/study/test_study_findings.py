@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from scipy.stats import chi2
 
-from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
+from conftest import REPO_ROOT, query, run_dbt
 
 SEED = REPO_ROOT / "seeds" / "study_findings.csv"
 STUDY_YEARS = range(2005, 2015)
@@ -145,12 +145,11 @@ def test_trend_verdicts_follow_the_prais_winsten_rows_and_the_studys_rule(bundle
 
 
 @pytest.fixture(scope="module")
-def study_years(tmp_path_factory):
+def study_years(rm_study_period):
     """Generated RM deaths 2005-2019 (synthetic) with the bundled births 2001-2016 and the study's
-    period as custom_period: every statement over 2005-2014 itself."""
-    return microdata_warehouse(tmp_path_factory.mktemp("study_findings_microdata"), ("13",), range(2005, 2020),
-                               ["+fct_study_findings"], births="bundled", generator={"deaths_encoding": "utf-8"},
-                               custom_period={"start": 2005, "end": 2014}).path
+    period as custom_period: every statement over 2005-2014 itself (the session's build, shared
+    with test_study_births.py)."""
+    return rm_study_period
 
 
 def test_with_deaths_2005_2019_every_statement_is_computed_over_the_study_period(study_years):
