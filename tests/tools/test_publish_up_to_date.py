@@ -31,6 +31,8 @@ def test_the_fingerprint_follows_every_source_and_setting_and_nothing_else(proje
 
     (project / "models" / "__pycache__").mkdir()
     (project / "models" / "__pycache__" / "a.pyc").write_bytes(b"compiled")
+    (project / "profiles").mkdir()
+    (project / "profiles" / ".user.yml").write_text("id: 5d3b\n")  # dbt's first run writes it
     monkeypatch.setenv("IMR_DUCKDB_PATH", "/elsewhere/infant_mortality.duckdb")  # where, not what
     monkeypatch.setenv("DBT_LOG_PATH", "/elsewhere/logs")
     assert fingerprint(project, None) == before

@@ -28,7 +28,9 @@ import yaml
 # Folders and files of the project that a build reads (relative to the project root).
 SOURCE_FOLDERS = ("models", "macros", "seeds", "data", "tests/dbt", "profiles", "python/infant_mortality")
 SOURCE_FILES = ("dbt_project.yml", "requirements.lock", "pyproject.toml")
-SKIPPED_NAMES = ("__pycache__",)
+# Written by the tools themselves, not sources: Python's bytecode, and the anonymous id dbt writes
+# beside the profile on its first run (it changed the fingerprint of a fresh clone's first build).
+SKIPPED_NAMES = ("__pycache__", ".user.yml")
 # Path vars that name inputs (the cache and spill folders do not change what is built).
 INPUT_PATH_VARS = ("raw_data_dir", "deis_deaths_path", "deis_births_path", "deis_births_control_path")
 BUNDLED_DATA = "data"
