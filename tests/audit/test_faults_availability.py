@@ -290,8 +290,10 @@ def test_the_availability_check_catches_a_mart_that_ignores_it(bundled_warehouse
     copy = tmp_path / "copy.duckdb"
     shutil.copy(faulted, copy)
     with duckdb.connect(str(copy)) as con:
+        # With an interval: the mart's own check wants one on a row of 20 deaths or more.
         con.execute("""insert into marts.fct_geographic_inequality (area_level, area_code, indicator, span,
-            period_start, period_end, n_communes, deaths, live_births, rate_per_1000)
-            values ('region', '13', 'imr', 'year', 2010, 2010, 51, 700, 97000, 7.1988)""")
+            period_start, period_end, n_communes, deaths, live_births, rate_per_1000,
+            true_variance_ci95_lower, true_variance_ci95_upper)
+            values ('region', '13', 'imr', 'year', 2010, 2010, 51, 700, 97000, 7.1988, 0.0, 1.0)""")
     violations, _ = availability_violations(bundled_warehouse, copy)
     assert any("fct_geographic_inequality" in v and "'13', 'imr', 2010, 2010" in v for v in violations)
