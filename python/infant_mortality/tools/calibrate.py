@@ -89,6 +89,24 @@ def print_summary(table: pd.DataFrame) -> None:
                                                        "rate", "mc_se"]].to_string(index=False)))
 
 
+def replicates_by_scenario(scenarios, chosen: list[str], null_replicates: int, power_replicates: int) -> dict:
+    """How many replicates each chosen scenario runs: the null ones `null_replicates`, the others `power_replicates`."""
+    by_name = {s.name: s for s in scenarios}
+    return {name: null_replicates if by_name[name].is_null else power_replicates for name in chosen}
+
+
+def write_seed(table, out: Path, indicator: str, births_source: str, seed: int, settings: dict | None = None) -> None:
+    """A calibration table as its committed seed: the indicator first, then the table, the run's
+    settings, where the births came from and the random seed (the column order the seed keeps)."""
+    table.insert(0, "indicator", indicator)
+    for column, value in (settings or {}).items():
+        table[column] = value
+    table["births_source"] = births_source
+    table["random_seed"] = seed
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out, index=False, float_format="%.12g")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infant_mortality.tools.calibrate",
                                      description=__doc__.split("\n\n")[0])
@@ -115,20 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     except (CalibrationError, duckdb.Error) as error:
         print(f"calibrate: {error}", file=sys.stderr)
         return 1
-    by_name = {s.name: s for s in SCENARIOS}
-    replicates = {name: args.null_replicates if by_name[name].is_null else args.power_replicates
-                  for name in args.scenarios}
+    replicates = replicates_by_scenario(SCENARIOS, args.scenarios, args.null_replicates, args.power_replicates)
     n_areas = births.groupby(["area_level", "area_code"]).ngroups
     print(f"calibrate: {n_areas} areas x {len(periods)} periods of {args.indicator}, "
           f"scenarios {', '.join(f'{k} ({v})' for k, v in replicates.items())}", flush=True)
     started = time.perf_counter()
     table = calibrate(births, periods, settings, replicates, args.seed,
                       progress=lambda line: print(f"  {line}", flush=True))
-    table.insert(0, "indicator", args.indicator)
-    table["births_source"] = births_source
-    table["random_seed"] = args.seed
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False, float_format="%.12g")
+    write_seed(table, out, args.indicator, births_source, args.seed)
     print_summary(table)
     print(f"\nWrote {len(table)} rows to {out} in {time.perf_counter() - started:.0f} s; "
           "`make warehouse` publishes them as marts.fct_trend_calibration.")

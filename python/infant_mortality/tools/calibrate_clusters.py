@@ -24,6 +24,7 @@ import duckdb
 import pandas as pd
 
 from infant_mortality.statistics.cluster_calibration import SCENARIOS, calibrate
+from infant_mortality.tools.calibrate import replicates_by_scenario, write_seed
 from infant_mortality.tools.publish import _default_project_dir
 from infant_mortality.tools.query import connect, default_warehouse
 
@@ -92,21 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     except (CalibrationError, duckdb.Error) as error:
         print(f"calibrate_clusters: {error}", file=sys.stderr)
         return 1
-    by_name = {s.name: s for s in SCENARIOS}
-    replicates = {name: args.null_replicates if by_name[name].is_null else args.power_replicates
-                  for name in args.scenarios}
+    replicates = replicates_by_scenario(SCENARIOS, args.scenarios, args.null_replicates, args.power_replicates)
     print(f"calibrate_clusters: {pooled['commune_code'].nunique()} communes of {args.indicator}, alpha {alpha}, "
           f"{permutations} permutations; {', '.join(f'{k} ({v})' for k, v in replicates.items())}", flush=True)
     started = time.perf_counter()
     table = calibrate(pooled, neighbours, replicates, args.seed, alpha, permutations, args.planted_centre,
                       progress=lambda line: print(f"  {line}", flush=True))
-    table.insert(0, "indicator", args.indicator)
-    table["permutations"] = permutations
-    table["planted_centre"] = args.planted_centre
-    table["births_source"] = births_source
-    table["random_seed"] = args.seed
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out, index=False, float_format="%.12g")
+    write_seed(table, out, args.indicator, births_source, args.seed,
+               settings={"permutations": permutations, "planted_centre": args.planted_centre})
     print_summary(table)
     print(f"\nWrote {len(table)} rows to {out} in {time.perf_counter() - started:.0f} s; "
           "`make warehouse` publishes them as marts.fct_cluster_calibration.")
