@@ -10,11 +10,11 @@ QUIET_FLAG := $(if $(QUIET),--quiet)
 # FORCE=1: `make warehouse` rebuilds even when the published release is up to date.
 FORCE ?=
 
-.PHONY: help warehouse test test-fast test-e2e docs report superset calibrate calibrate-clusters bench bench-compare clean
+.PHONY: help warehouse test test-e2e check docs report superset calibrate calibrate-clusters bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
-	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z-]+:/{if (doc) printf "  make %-13s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
+	@awk '/^## /{doc = doc (doc ? " " : "") substr($$0, 4); next} /^[a-z0-9-]+:/{if (doc) printf "  make %-13s %s\n", substr($$1, 1, length($$1) - 1), doc} {doc = ""}' $(MAKEFILE_LIST)
 
 # The environment, with the system Python only: .venv holding exactly what requirements.lock pins,
 # installed by uv (pinned there too; pip when uv cannot be installed, saying why), and this
@@ -32,19 +32,26 @@ $(STAMP): requirements.lock pyproject.toml
 warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG) $(if $(FORCE),,--if-changed)
 
-## The whole test suite (builds its own temporary warehouses; needs no `make warehouse`).
-## One worker per core, each test file on one worker (its module fixtures are built once); prints the 30 slowest steps.
-test: $(STAMP)
-	$(BIN)/pytest -n auto --dist loadfile --durations=30
-
-## The suite without its end-to-end group (browser, Superset, input fuzz, fault injection): the everyday loop.
+## The everyday suite: every test but the end-to-end group (builds its own temporary warehouses;
+## needs no `make warehouse`). One worker per core, each test file on one worker (its module
+## fixtures are built once); prints the 20 slowest steps.
 ## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
-test-fast: $(STAMP)
-	$(BIN)/pytest -n auto --dist loadfile -m "not e2e"
+test: $(STAMP)
+	$(BIN)/pytest -n auto --dist loadfile -m "not e2e" --durations=20
 
-## Only the end-to-end group (CI runs it with the rest in `make test`).
+## Only the end-to-end group, marked e2e: a real browser, Superset, the input fuzz, and fault
+## injection (a damaged input, a bad setting, a killed publish that must stop or be audited).
 test-e2e: $(STAMP)
-	$(BIN)/pytest -n auto --dist loadfile -m e2e
+	$(BIN)/pytest -n auto --dist loadfile -m e2e --durations=20
+
+## The whole suite, as CI runs it: `make test`, then `make test-e2e` (also when the first fails),
+## each timed; fails when either fails.
+check: $(STAMP)
+	@failed=0; start=$$(date +%s); \
+	$(MAKE) --no-print-directory test || failed=1; middle=$$(date +%s); \
+	$(MAKE) --no-print-directory test-e2e || failed=1; end=$$(date +%s); \
+	echo "make test $$((middle - start)) s, make test-e2e $$((end - middle)) s, the whole suite $$((end - start)) s"; \
+	exit $$failed
 
 ## The dbt documentation site, generated offline as static HTML under target/.
 docs: $(STAMP)

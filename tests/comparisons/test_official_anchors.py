@@ -144,6 +144,7 @@ MALFORMED = [
 ]
 
 
+@pytest.mark.e2e  # fault injection
 @pytest.mark.parametrize("case, mutate, message", MALFORMED, ids=[case for case, *_ in MALFORMED])
 def test_a_malformed_line_stops_the_build_naming_file_and_line(tmp_path, case, mutate, message):
     raw = tmp_path / "raw"

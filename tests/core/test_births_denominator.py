@@ -247,6 +247,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.e2e  # fault injection
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_line_stops_the_build_naming_file_and_line(tmp_path, case):
     change, message = BROKEN[case]
@@ -258,6 +259,7 @@ def test_a_broken_line_stops_the_build_naming_file_and_line(tmp_path, case):
     assert f"{CORRECTED} line {number}" in result.stdout
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_deleted_commune_line_is_audited_and_keeps_registered_births(tmp_path):
     def delete_independencia_2005(lines):
         number = next(i for i, line in enumerate(lines, start=1)

@@ -147,6 +147,7 @@ def test_a_rebuild_replaces_tables_and_a_view_of_the_same_name(built):
     assert ("people", "id", "INTEGER", True, "The key.") in catalog["columns"]
 
 
+@pytest.mark.e2e  # fault injection
 @pytest.mark.parametrize("damage", [{"fail": True}, {"break_contract": True}])
 def test_a_failed_rebuild_leaves_the_old_table_and_nothing_else(built, damage):
     ours, _ = built

@@ -175,6 +175,7 @@ def _tables(path: Path) -> list[str]:
         return [r[0] for r in con.execute("select table_schema || '.' || table_name from information_schema.tables").fetchall()]
 
 
+@pytest.mark.e2e  # fault injection
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_bad_setting_stops_the_build_with_a_message_naming_the_var(bad_runs, name):
     result, seconds, _, _ = bad_runs[name]
@@ -191,6 +192,7 @@ def test_a_bad_setting_stops_the_build_with_a_message_naming_the_var(bad_runs, n
 # be checked once the hooks execute; dbt 1.11 then goes on with the nodes that do not read it.)
 @pytest.mark.parametrize("name", ["bad_enum", "bad_number", "unknown_var", "sql_in_custom_period",
                                   "trend_min_years_below_the_fitters_floor"])
+@pytest.mark.e2e  # fault injection
 def test_a_bad_setting_stops_before_any_model_is_built(bad_runs, name):
     result, _, database, _ = bad_runs[name]
     assert "START" not in result.stdout
@@ -200,11 +202,13 @@ def test_a_bad_setting_stops_before_any_model_is_built(bad_runs, name):
 COUNT_MARTS = {"marts.fct_area_year_rates", "marts.fct_commune_vs_region", "marts.fct_trends", "marts.audit_data_quality"}
 
 
+@pytest.mark.e2e  # fault injection
 def test_sql_in_a_var_writes_nothing(bad_runs):
     for name in ("sql_in_custom_period", "sql_in_raw_data_dir"):
         assert not bad_runs[name][3].exists(), f"{name}: the injected COPY ran"
 
 
+@pytest.mark.e2e  # fault injection
 def test_an_empty_scope_stops_at_the_scope_check_before_any_mart(bad_runs):
     result, _, database, _ = bad_runs["empty_scope"]
     assert "Runtime Error in test assert_scope_selects_data" in result.stdout
@@ -213,6 +217,7 @@ def test_an_empty_scope_stops_at_the_scope_check_before_any_mart(bad_runs):
     assert COUNT_MARTS & set(_tables(database)) == set()
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_raw_data_dir_without_files_is_named_and_no_rate_is_built(bad_runs):
     result, _, database, _ = bad_runs["sql_in_raw_data_dir"]
     assert "ERROR hook: infant_mortality.on-run-start" in result.stdout

@@ -306,6 +306,7 @@ def test_listed_benchmark_applies_to_every_region(national):
                        "from marts.fct_commune_vs_benchmark") == [(True,)]
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_bad_benchmark_var_stops_the_build_naming_the_var(national, tmp_path):
     # Every rejected form is unit-tested (test_inequality.py); this checks that the var reaches
     # the model through its YAML config and that dbt reports the message.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from conftest import REPO_ROOT, run_dbt
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_blank_line_in_a_covariate_file_is_skipped_not_a_nameless_stop(tmp_path):
     # Before (issue 41 part 8, found by the input fuzz): a blank line in a headerless covariate
     # file became a row without a commune code, and the build stopped through the not_null test

@@ -200,6 +200,7 @@ def test_staged_rm_counts_equal_the_calibration(generated):
     assert 0.60 <= neonatal / sum(shares.values()) <= 0.70
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_file_that_is_not_deis_stops_the_build(tmp_path):
     malformed = FIXTURES / "malformed" / "deaths_by_commune_aggregated.csv"
     result = run_dbt(["build", *STAGING], tmp_path / "x.duckdb",

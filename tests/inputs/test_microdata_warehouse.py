@@ -177,6 +177,7 @@ def test_hand_made_edge_cases_give_the_counts_worked_out_by_hand(tmp_path, polic
     assert names == [("Ñuñoa",)]
 
 
+@pytest.mark.e2e  # fault injection
 def test_each_kind_of_bad_record_is_audited_with_file_and_line(tmp_path):
     out = tmp_path / "files"
     generate(Options(out_dir=out, regions=("13",), years=(2019,), inject_bad_records=True, project_dir=REPO_ROOT))
@@ -211,6 +212,7 @@ def test_each_kind_of_bad_record_is_audited_with_file_and_line(tmp_path):
         assert unassigned > 0
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_file_that_is_not_a_deis_file_stops_the_build_naming_it(tmp_path):
     bogus = tmp_path / "not_deis.csv"
     bogus.write_text("a,b,c\n1,2,3\n", encoding="utf-8")

@@ -91,6 +91,7 @@ def test_the_bundle_and_the_ine_births_are_compared_not_chosen_between(study):
     assert rm == (36, 260, 4)
 
 
+@pytest.mark.e2e  # fault injection
 def test_the_continuity_test_catches_births_put_under_the_wrong_commune(tmp_path):
     # La Unión's and Futrono's births of 2006 swapped (as a crosswalk swapping 10503 and 10504
     # would count them): every line still parses and agrees with the derived codes, and only the
@@ -116,6 +117,7 @@ def test_the_continuity_test_catches_births_put_under_the_wrong_commune(tmp_path
     assert "Failure in test stg_deis_aggregates__births_by_commune_year" not in result.stdout
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_malformed_bundle_line_stops_naming_it_and_a_narrower_window_does_not(tmp_path):
     # Before (issue 41 part 8, found by the input fuzz): births "4.7" on one line stopped the
     # build only through the data test every_line_is_read ("Got 1 result"), naming neither file

@@ -346,6 +346,7 @@ def test_publish_succeeds_while_a_reader_holds_the_file_and_new_connections_see_
         assert con.execute(f"select count(*) from read_parquet('{parquet}') where is_unreliable").fetchall() == after
 
 
+@pytest.mark.e2e  # fault injection
 def test_failed_build_leaves_the_published_files_untouched_and_says_why(published, tmp_path):
     path = copy_published(published.path, tmp_path)
     parquet_dir = path.parent / "parquet"
@@ -455,6 +456,7 @@ def start_release(source_db: Path, published: Path, kill_at: str | None = None) 
                             cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_kill_at_any_moment_leaves_the_old_or_the_new_release_never_a_mix(published, tmp_path):
     import random
     import signal
@@ -519,6 +521,7 @@ def test_a_kill_at_any_moment_leaves_the_old_or_the_new_release_never_a_mix(publ
     assert len([p for p in (folder / "releases").iterdir()]) == 2
 
 
+@pytest.mark.e2e  # fault injection
 def test_a_publish_killed_during_dbt_build_stops_dbt_and_changes_nothing(published, tmp_path):
     import signal
     import time
