@@ -181,6 +181,26 @@ def test_mart_rows_name_the_islands_and_leave_communes_without_births_empty():
         bym2.bym2_commune_rates(pooled.drop(columns="multiplier"), neighbours)
 
 
+def test_groups_fitted_two_at_a_time_give_the_rows_of_one_at_a_time(monkeypatch):
+    """The groups (indicator, period) are fitted on FIT_THREADS threads: each fit must be the
+    same computation as alone, bit for bit, and the rows come back in the same order."""
+    rng = np.random.default_rng(11)
+    n = 24
+    codes = [f"{i:05d}" for i in range(n)]
+    births = rng.integers(100, 4000, n)
+    rows = [(code, code, "01", indicator, start, start + 4, 1000, int(rng.poisson(b * rate)), int(b), 8.0)
+            for indicator, rate in (("imr", 0.008), ("nmr", 0.005)) for start in (2010, 2015)
+            for code, b in zip(codes, births)]
+    pairs = [(codes[i], codes[j]) for i in range(n) for j in (i - 1, i + 1, i - 6, i + 6) if 0 <= j < n]
+    neighbours = pd.DataFrame(pairs, columns=["commune_code", "neighbour_code"])
+    out = {}
+    for threads in (1, 2):
+        monkeypatch.setattr(bym2, "FIT_THREADS", threads)
+        out[threads] = bym2.bym2_commune_rates(_pooled(rows), neighbours)
+    assert out[1]["bym2_rate_per_1000"].notna().all() and out[1]["indicator"].nunique() == 2
+    pd.testing.assert_frame_equal(out[1], out[2], check_exact=True)
+
+
 def test_no_death_anywhere_gives_no_posterior_and_says_why():
     rows = [(f"0000{i}", f"c{i}", "01", "imr", 2010, 2014, 1000, 0, 100, 0.0) for i in range(3)]
     out = bym2.bym2_commune_rates(_pooled(rows), pd.DataFrame({"commune_code": ["00000"], "neighbour_code": ["00001"]}))

@@ -33,6 +33,7 @@ form (no sampling; deterministic).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -216,7 +217,60 @@ def _factor(matrix: sparse.spmatrix):
     return sparse_linalg.splu(sparse.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01)
 
 
-def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: bool = True) -> ConditionalFit:
+class BorderedLayout:
+    """Where each value of the bordered system [[Q + curvature, Aᵀ], [A, 0]] sits, for one graph.
+
+    Its pattern does not depend on θ or on x: only Q's values change between grid points, and only
+    the curvature's between Newton steps. Built once per fit (by the construction laplace_at used
+    alone, whose values it reproduces bit for bit: checked when built), it saves rebuilding the
+    sparse system at every θ."""
+
+    def __init__(self, q: sparse.csc_matrix, graph: Bym2Graph):
+        n = graph.scaled.shape[0]
+        k = graph.constraints.shape[0]
+        size = 2 * n + 1
+        a = sparse.hstack([sparse.csr_matrix((k, n + 1)), graph.constraints]).tocsr()
+        index = np.arange(1, n + 1)
+        # The likelihood's curvature: the μ row and column and b's diagonal.
+        self.curvature_rows = np.concatenate([[0], index, np.zeros(n, int), index])
+        self.curvature_cols = np.concatenate([[0], np.zeros(n, int), index, index])
+        system = (sparse.bmat([[q, a.T], [a, None]], format="csc")
+                  + sparse.csc_matrix((np.ones(len(self.curvature_rows)), (self.curvature_rows, self.curvature_cols)),
+                                      shape=(size + k, size + k))).tocsc()
+        system.sort_indices()
+        # In CSC order with sorted rows, column x size + row increases along the stored entries.
+        width = size + k
+        keys = np.repeat(np.arange(width), np.diff(system.indptr)) * width + system.indices
+        self.slots = np.searchsorted(keys, self.curvature_cols * width + self.curvature_rows)
+        q_cols = np.repeat(np.arange(q.shape[1]), np.diff(q.indptr))
+        self.q_positions = np.searchsorted(keys, q_cols * width + q.indices)
+        border = a.tocoo()
+        rows = np.concatenate([size + border.row, border.col])
+        cols = np.concatenate([border.col, size + border.row])
+        self.border_positions = np.searchsorted(keys, cols * width + rows)
+        self.border_values = np.concatenate([border.data, border.data])
+        self.q_indptr, self.q_indices = q.indptr.copy(), q.indices.copy()
+        self.system = system
+        built = system.data.copy()
+        built[self.slots] -= 1.0
+        if not np.array_equal(self.prior_values(q), built):
+            raise AssertionError("BorderedLayout does not reproduce the bordered system")
+
+    def fits(self, q: sparse.csc_matrix) -> bool:
+        return np.array_equal(q.indptr, self.q_indptr) and np.array_equal(q.indices, self.q_indices)
+
+    def prior_values(self, q: sparse.csc_matrix) -> np.ndarray:
+        """The system's values without the curvature. The curvature's slots hold (v + 1) - 1, as
+        built by adding a unit curvature to Q and taking it off (which keeps every slot stored)."""
+        values = np.zeros(len(self.system.data))
+        values[self.q_positions] = q.data
+        values[self.border_positions] = self.border_values
+        values[self.slots] = (values[self.slots] + 1.0) - 1.0
+        return values
+
+
+def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: bool = True,
+               layout: BorderedLayout | None = None) -> ConditionalFit:
     """Gaussian approximation of x = (μ, b, u) | θ, y at its mode under the sum-to-zero
     constraints A x = 0, and the Laplace approximation of log π(θ | y) (unnormalised; priors
     included).
@@ -227,37 +281,30 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: b
     block is the constrained covariance Z (ZᵀHZ)⁻¹ Zᵀ. H alone is singular when no island pins
     the intercept (μ + c and every component's u - c√(τ/φ) are the same fit), the bordered
     system is not, and it stays as sparse as H (the constraint rows are a border, ordered last).
+    ``layout``: the graph's BorderedLayout, shared by the grid points of one fit (built here when
+    absent or when Q's pattern differs).
     """
     y, offset = np.asarray(deaths, float), np.log(np.asarray(births, float))
     n = len(y)
     k = graph.constraints.shape[0]
     size = 2 * n + 1
     q = prior_precision(theta, graph)
-    a = sparse.hstack([sparse.csr_matrix((k, n + 1)), graph.constraints]).tocsr()
+    if layout is None or not layout.fits(q):
+        layout = BorderedLayout(q, graph)
     x = np.zeros(size)
     if start is not None:
         x = start.copy()
     else:
         x[0] = np.log(max(y.sum(), 0.5) / np.exp(offset).sum())
     index = np.arange(1, n + 1)
-    curvature_rows = np.concatenate([[0], index, np.zeros(n, int), index])
-    curvature_cols = np.concatenate([[0], np.zeros(n, int), index, index])
 
     def objective(x):
         eta = x[0] + x[1:n + 1] + offset
         return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ (q @ x)
 
-    # The bordered system's pattern is fixed for this θ: build it once, then only its values change
-    # (the likelihood's curvature sits on the μ row and column and b's diagonal).
-    system = (sparse.bmat([[q, a.T], [a, None]], format="csc")
-              + sparse.csc_matrix((np.ones(len(curvature_rows)), (curvature_rows, curvature_cols)),
-                                  shape=(size + k, size + k))).tocsc()
-    system.sort_indices()
-    # In CSC order with sorted rows, column x size + row increases along the stored entries.
-    keys = np.repeat(np.arange(size + k), np.diff(system.indptr)) * (size + k) + system.indices
-    slots = np.searchsorted(keys, curvature_cols * (size + k) + curvature_rows)
-    prior_values = system.data.copy()
-    prior_values[slots] -= 1.0
+    system = layout.system.copy()
+    slots = layout.slots
+    prior_values = layout.prior_values(q)
 
     def factorised(x):
         expected = np.exp(x[0] + x[1:n + 1] + offset)
@@ -351,6 +398,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
         raise ValueError("no deaths at all: with a flat intercept the posterior is improper")
     cache: dict[tuple, ConditionalFit] = {}
     last = [None]
+    layout: list[BorderedLayout | None] = [None]  # the bordered system's layout, built at the first θ
 
     def at(theta, variances: bool = False) -> ConditionalFit:
         key = tuple(np.round(theta, 12))
@@ -359,7 +407,9 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
             return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), var=None, x=None)
         if key not in cache or (variances and cache[key].var is None):
             start = cache[key].x if key in cache else last[0]
-            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances)
+            if layout[0] is None:
+                layout[0] = BorderedLayout(prior_precision(np.asarray(theta), graph), graph)
+            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances, layout=layout[0])
             last[0] = fit.x
             cache[key] = fit
         return cache[key]
@@ -459,6 +509,7 @@ OUTPUT_DTYPES = {
     "method": "string",
     "note": "string",
 }
+FIT_THREADS = 2  # as dbt's threads (profiles/profiles.yml): one per core of a small machine
 ISLAND = "unstructured only: no neighbour with a rate (Freni-Sterrantino et al. 2018)"
 CONNECTED = "scaled ICAR of its connected part + unstructured"
 
@@ -475,11 +526,15 @@ def bym2_commune_rates(pooled, neighbours):
     from threadpoolctl import threadpool_limits
 
     pairs = list(zip(neighbours["commune_code"], neighbours["neighbour_code"]))
+    groups = [group.sort_values("commune_code").reset_index(drop=True)
+              for _, group in pooled.groupby(GROUP, sort=True)]
     # One BLAS thread: the dense pieces are small, and several threads per process fight over the
-    # cores that dbt's other threads use (measured: 4 times slower on 2 busy cores).
-    with threadpool_limits(limits=1, user_api="blas"):
-        frames = [_bym2_one_group(group.sort_values("commune_code").reset_index(drop=True), pairs)
-                  for _, group in pooled.groupby(GROUP, sort=True)]
+    # cores that dbt's other threads use (measured: 4 times slower on 2 busy cores). The fits of
+    # the groups are independent and SuperLU releases the interpreter lock while it factorises and
+    # solves, so two groups are fitted at once (the node often runs last, alone); each fit is the
+    # same computation as alone, and the rows come back in the groups' order.
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=FIT_THREADS) as pool:
+        frames = list(pool.map(lambda group: _bym2_one_group(group, pairs), groups))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OUTPUT_DTYPES))
     out = out[list(OUTPUT_DTYPES)].astype(OUTPUT_DTYPES)
     return out.sort_values(["region_code", *GROUP, "commune_code"], ignore_index=True)
