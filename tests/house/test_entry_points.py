@@ -55,7 +55,7 @@ def test_make_help_shows_every_target_with_its_whole_description():
             doc.append(line[3:])
             continue
         target = line.split(":", 1)[0]
-        if doc and ":" in line and target.replace("-", "").isalpha():
+        if doc and ":" in line and target.replace("-", "").isalnum():
             expected[target] = " ".join(doc)
         doc = []
     assert len(expected["bench"].split(". ")) > 1 and "25 GB" in expected["bench"]

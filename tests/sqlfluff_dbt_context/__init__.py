@@ -6,15 +6,30 @@ needs no database and no dbt parse: `var` answers the defaults declared in dbt_p
 `execute` is false (as in dbt's parse phase: no query runs).
 """
 
+import copy
 import datetime
 import re
+import sys
 import types
 from pathlib import Path
 
 import yaml
 
+# SQLFluff executes this module again for every file it renders, so a cache in its own globals
+# would start empty each time: the texts already parsed (dbt_project.yml, the macros' YAML
+# blocks, parsed about ten times a file) are kept in a module of their own, imported once.
+_CACHE = sys.modules.setdefault("_sqlfluff_dbt_context_cache", types.ModuleType("_sqlfluff_dbt_context_cache"))
+_PARSED: dict = _CACHE.__dict__.setdefault("parsed", {})
+
+
+def _parsed(text):
+    if text not in _PARSED:
+        _PARSED[text] = yaml.safe_load(text)
+    return copy.deepcopy(_PARSED[text])  # a macro may change what it was given
+
+
 _PROJECT = Path(__file__).resolve().parents[2] / "dbt_project.yml"
-_VARS = yaml.safe_load(_PROJECT.read_text(encoding="utf-8"))["vars"]
+_VARS = _parsed(_PROJECT.read_text(encoding="utf-8"))["vars"]
 
 execute = False
 invocation_args_dict: dict = {}
@@ -31,7 +46,7 @@ def var(name, default=None):
 
 def fromyaml(text, default=None):
     try:
-        return yaml.safe_load(text)
+        return _parsed(text)
     except yaml.YAMLError:
         return default
 
