@@ -326,7 +326,15 @@ def dbt_floor(workdir: Path, extra_vars: dict | None = None) -> Contender:
     command = [DBT, "--no-use-colors", "ls", "--select", "dim_commune", "--resource-type", "model",
                "--profiles-dir", "profiles"]
     command += ["--vars", json.dumps(extra_vars)] if extra_vars else []
-    return Contender(FLOOR, command, dbt_env(workdir / "floor", database))
+    env = dbt_env(workdir / "floor", database)
+
+    def parsed_once():
+        # Untimed: the first `dbt ls` of a folder parses the whole project (13 s for the microdata
+        # vars here), which a build reusing its parse never pays; with --repeat 1 it was the floor.
+        if not (workdir / "floor" / "target" / "partial_parse.msgpack").exists():
+            subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, check=True)
+
+    return Contender(FLOOR, command, env, parsed_once)
 
 
 def baseline(script: str, *arguments) -> list[str]:
