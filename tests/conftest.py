@@ -84,6 +84,18 @@ def seed_column(seed: str, column: str) -> list[str]:
         return [row[column] for row in csv.DictReader(handle)]
 
 
+def stratifier_regions(duckdb_path: Path) -> dict[str, set[str]]:
+    """Per stratifier of seeds/stratifiers.csv, the regions where its file gives at least one
+    commune a usable value (the staged values, read before any measure): where a build can
+    measure it, and the country only when every region of the build is among them. Tests derive
+    their expected rows and audit lines from this instead of spelling today's stratifiers."""
+    found: dict[str, set[str]] = {s: set() for s in seed_column("stratifiers.csv", "stratifier")}
+    for stratifier, region in query(duckdb_path, "select distinct stratifier, region_code "
+                                                 "from intermediate.int_stratifier_values where value is not null"):
+        found[stratifier].add(region)
+    return found
+
+
 def query(duckdb_path: Path, sql: str, params=None):
     """Rows of a query on a built warehouse, opened read-only and closed at once."""
     with duckdb.connect(str(duckdb_path), read_only=True) as con:

@@ -51,8 +51,12 @@ def test_meta_build_records_the_bundled_build(bundled_warehouse):
          "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
          "layout": None if path.name in unread else "aggregate CSV"}
         for path in sorted(raw.rglob("*"), key=lambda p: p.relative_to(REPO_ROOT).as_posix()) if path.is_file()]
-    # INE, DEIS, population, three covariates, two UN IGME files, MINSAL, births 2001-2016, the RM's corrected births
-    assert len(expected_files) == 11
+    # Every file git holds under data/raw (today INE, DEIS, population, the covariates, two UN IGME
+    # files, MINSAL, births 2001-2016, the RM's corrected births), none left out of the walk.
+    tracked = subprocess.run(["git", "ls-files", "data/raw"], cwd=REPO_ROOT, capture_output=True, text=True)
+    if tracked.returncode == 0:
+        assert [f["entry"] for f in expected_files] == sorted(tracked.stdout.split())
+    assert len(expected_files) >= 10
     assert json.loads(meta["input_files_json"]) == expected_files
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     if head.returncode == 0:
