@@ -10,7 +10,7 @@ QUIET_FLAG := $(if $(QUIET),--quiet)
 # FORCE=1: `make warehouse` rebuilds even when the published release is up to date.
 FORCE ?=
 
-.PHONY: help warehouse test test-e2e check docs report superset calibrate calibrate-clusters bench bench-compare clean
+.PHONY: help warehouse test test-fast test-e2e docs report superset calibrate calibrate-clusters bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
@@ -32,26 +32,25 @@ $(STAMP): requirements.lock pyproject.toml
 warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG) $(if $(FORCE),,--if-changed)
 
-## The everyday suite: every test but the end-to-end group (builds its own temporary warehouses;
-## needs no `make warehouse`). One worker per core, each test file on one worker (its module
-## fixtures are built once); prints the 20 slowest steps.
-## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
+## The whole test suite, as CI runs it (builds its own temporary warehouses; needs no `make warehouse`):
+## the everyday group, then the end-to-end group (also when the first fails), each timed; fails
+## when either fails. One worker per core, each test file on one worker; prints the slowest steps.
 test: $(STAMP)
+	@failed=0; start=$$(date +%s); \
+	$(MAKE) --no-print-directory test-fast || failed=1; middle=$$(date +%s); \
+	$(MAKE) --no-print-directory test-e2e || failed=1; end=$$(date +%s); \
+	echo "make test-fast $$((middle - start)) s, make test-e2e $$((end - middle)) s, the whole suite $$((end - start)) s"; \
+	exit $$failed
+
+## The everyday loop: every test but the end-to-end group.
+## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
+test-fast: $(STAMP)
 	$(BIN)/pytest -n auto --dist loadfile -m "not e2e" --durations=20
 
 ## Only the end-to-end group, marked e2e: a real browser, Superset, the input fuzz, and fault
 ## injection (a damaged input, a bad setting, a killed publish that must stop or be audited).
 test-e2e: $(STAMP)
 	$(BIN)/pytest -n auto --dist loadfile -m e2e --durations=20
-
-## The whole suite, as CI runs it: `make test`, then `make test-e2e` (also when the first fails),
-## each timed; fails when either fails.
-check: $(STAMP)
-	@failed=0; start=$$(date +%s); \
-	$(MAKE) --no-print-directory test || failed=1; middle=$$(date +%s); \
-	$(MAKE) --no-print-directory test-e2e || failed=1; end=$$(date +%s); \
-	echo "make test $$((middle - start)) s, make test-e2e $$((end - middle)) s, the whole suite $$((end - start)) s"; \
-	exit $$failed
 
 ## The dbt documentation site, generated offline as static HTML under target/.
 docs: $(STAMP)
