@@ -84,16 +84,21 @@ def seed_column(seed: str, column: str) -> list[str]:
         return [row[column] for row in csv.DictReader(handle)]
 
 
-def stratifier_regions(duckdb_path: Path) -> dict[str, set[str]]:
-    """Per stratifier of seeds/stratifiers.csv, the regions where its file gives at least one
-    commune a usable value (the staged values, read before any measure): where a build can
-    measure it, and the country only when every region of the build is among them. Tests derive
-    their expected rows and audit lines from this instead of spelling today's stratifiers."""
-    found: dict[str, set[str]] = {s: set() for s in seed_column("stratifiers.csv", "stratifier")}
-    for stratifier, region in query(duckdb_path, "select distinct stratifier, region_code "
-                                                 "from intermediate.int_stratifier_values where value is not null"):
-        found[stratifier].add(region)
+def stratifier_communes(duckdb_path: Path) -> dict[str, dict[str, str]]:
+    """Per stratifier of seeds/stratifiers.csv, the communes its file gives a usable value, each
+    with its region (the staged values, read before any measure). Tests derive their expected
+    rows and audit lines from this instead of spelling today's stratifiers."""
+    found: dict[str, dict[str, str]] = {s: {} for s in seed_column("stratifiers.csv", "stratifier")}
+    for stratifier, commune, region in query(duckdb_path, "select stratifier, commune_code, region_code "
+                                                          "from intermediate.int_stratifier_values where value is not null"):
+        found[stratifier][commune] = region
     return found
+
+
+def stratifier_regions(duckdb_path: Path) -> dict[str, set[str]]:
+    """Per stratifier, the regions where its file gives at least one commune a value: where a
+    build can measure it, and the country only when every region of the build is among them."""
+    return {s: set(communes.values()) for s, communes in stratifier_communes(duckdb_path).items()}
 
 
 def query(duckdb_path: Path, sql: str, params=None):

@@ -16,7 +16,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt, stratifier_regions
+from conftest import REPO_ROOT, query, run_dbt, stratifier_communes, stratifier_regions
 from raw_counts import derived_commune_years
 
 RAW = REPO_ROOT / "data" / "raw"
@@ -98,13 +98,12 @@ def test_every_stratifier_covering_an_area_adds_up_to_it(bundled_warehouse):
 
 
 def _groups_whose_ranking_leaves_out_no_commune(warehouse) -> int:
-    coverage = stratifier_regions(warehouse)
+    valued = stratifier_communes(warehouse)
+    coverage = {s: set(communes.values()) for s, communes in valued.items()}
     years = query(warehouse, "select area_code, region_code, year from marts.fct_area_year_rates "
                              "where area_level = 'commune' and indicator = 'imr' and live_births > 0")
     periods = query(warehouse, "select distinct period_start, period_end from marts.fct_area_period_rates "
                                "union select distinct year, year from marts.fct_area_year_rates")
-    valued = {s: {c for (c,) in query(warehouse, "select commune_code from intermediate.int_stratifier_values "
-                                                 "where stratifier = ? and value is not null", [s])} for s in coverage}
     regions = {r for _, r, _ in years}
     count = 0
     for start, end in periods:

@@ -19,8 +19,8 @@ import shutil
 
 import pytest
 
-from conftest import (COVARIATE_DROPPED, COVARIATE_UNPARSEABLE, REPO_ROOT, THREE_REGIONS, query, run_dbt, seed_column,
-                      stratifier_regions)
+from conftest import (COVARIATE_DROPPED, COVARIATE_UNPARSEABLE, REPO_ROOT, THREE_REGIONS, query, run_dbt,
+                      stratifier_communes, stratifier_regions)
 
 RAW = REPO_ROOT / "data" / "raw"
 MEASURE_KEYS = "indicator = 'imr' and period_label = '2010-2019' and stratifier = 'income_poverty_2013'"
@@ -216,10 +216,8 @@ def test_covariate_audit_matches_the_regions_in_the_build(bundled_warehouse):
     # region that has values, each commune of the build without one is named.
     communes = dict(query(bundled_warehouse, "select distinct commune_code, region_code from marts.fct_commune_vs_region"))
     regions = set(communes.values())
-    valued = {s: {c for (c,) in query(bundled_warehouse, "select commune_code from intermediate.int_stratifier_values "
-                                                         "where stratifier = ? and value is not null", [s])}
-              for s in seed_column("stratifiers.csv", "stratifier")}
-    coverage = stratifier_regions(bundled_warehouse)
+    valued = stratifier_communes(bundled_warehouse)
+    coverage = {s: set(communes.values()) for s, communes in valued.items()}
     expected = sorted(
         [("stratifier_not_available_for_region", f"stratifier={s} region={r}")
          for s, covered in coverage.items() for r in regions - covered]

@@ -232,16 +232,16 @@ class BorderedLayout:
         a = sparse.hstack([sparse.csr_matrix((k, n + 1)), graph.constraints]).tocsr()
         index = np.arange(1, n + 1)
         # The likelihood's curvature: the μ row and column and b's diagonal.
-        self.curvature_rows = np.concatenate([[0], index, np.zeros(n, int), index])
-        self.curvature_cols = np.concatenate([[0], np.zeros(n, int), index, index])
+        curvature_rows = np.concatenate([[0], index, np.zeros(n, int), index])
+        curvature_cols = np.concatenate([[0], np.zeros(n, int), index, index])
         system = (sparse.bmat([[q, a.T], [a, None]], format="csc")
-                  + sparse.csc_matrix((np.ones(len(self.curvature_rows)), (self.curvature_rows, self.curvature_cols)),
+                  + sparse.csc_matrix((np.ones(len(curvature_rows)), (curvature_rows, curvature_cols)),
                                       shape=(size + k, size + k))).tocsc()
         system.sort_indices()
         # In CSC order with sorted rows, column x size + row increases along the stored entries.
         width = size + k
         keys = np.repeat(np.arange(width), np.diff(system.indptr)) * width + system.indices
-        self.slots = np.searchsorted(keys, self.curvature_cols * width + self.curvature_rows)
+        self.slots = np.searchsorted(keys, curvature_cols * width + curvature_rows)
         q_cols = np.repeat(np.arange(q.shape[1]), np.diff(q.indptr))
         self.q_positions = np.searchsorted(keys, q_cols * width + q.indices)
         border = a.tocoo()
@@ -398,7 +398,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
         raise ValueError("no deaths at all: with a flat intercept the posterior is improper")
     cache: dict[tuple, ConditionalFit] = {}
     last = [None]
-    layout: list[BorderedLayout | None] = [None]  # the bordered system's layout, built at the first θ
+    layout = BorderedLayout(prior_precision(np.zeros(2), graph), graph)  # Q's pattern is the same at every θ
 
     def at(theta, variances: bool = False) -> ConditionalFit:
         key = tuple(np.round(theta, 12))
@@ -407,9 +407,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
             return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), var=None, x=None)
         if key not in cache or (variances and cache[key].var is None):
             start = cache[key].x if key in cache else last[0]
-            if layout[0] is None:
-                layout[0] = BorderedLayout(prior_precision(np.asarray(theta), graph), graph)
-            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances, layout=layout[0])
+            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances, layout=layout)
             last[0] = fit.x
             cache[key] = fit
         return cache[key]
