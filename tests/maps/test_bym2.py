@@ -90,6 +90,36 @@ def _dense_reference(theta, y, births, graph):
     return x[0] + x[1:], var, log_post
 
 
+def test_the_system_without_b_is_the_schur_complement_of_the_whole_bordered_system():
+    """ReducedSystem (b eliminated) against the dense Schur complement of [[Q + C, Aᵀ], [A, 0]],
+    Q written out from its definition (docs/methods/maps.md), on two components and an island;
+    prior_product against Q x."""
+    graph = bym2.decompose(7, PATH3 + [(2, 3), (3, 0), (4, 5)])
+    n, k = 7, graph.constraints.shape[0]
+    rng = np.random.default_rng(46)
+    tau, phi = 3.7, 0.35
+    e = rng.uniform(0.5, 40, n)
+    r = graph.scaled.toarray()
+    q = np.zeros((2 * n + 1, 2 * n + 1))
+    q[1:n + 1, 1:n + 1] = tau / (1 - phi) * np.eye(n)
+    q[1:n + 1, n + 1:] = q[n + 1:, 1:n + 1] = -np.sqrt(tau * phi) / (1 - phi) * np.eye(n)
+    q[n + 1:, n + 1:] = r + phi / (1 - phi) * np.eye(n)
+    h = q.copy()
+    h[0, 0] += e.sum()
+    h[0, 1:n + 1] += e
+    h[1:n + 1, 0] += e
+    h[1:n + 1, 1:n + 1] += np.diag(e)
+    a = np.hstack([np.zeros((k, n + 1)), graph.constraints.toarray()])
+    whole = np.block([[h, a.T], [a, np.zeros((k, k))]])
+    b = np.arange(1, n + 1)
+    rest = np.setdiff1d(np.arange(2 * n + 1 + k), b)
+    schur = whole[np.ix_(rest, rest)] - whole[np.ix_(rest, b)] @ np.linalg.solve(whole[np.ix_(b, b)], whole[np.ix_(b, rest)])
+    reduced = bym2.ReducedSystem(graph).at(tau, phi, e / (tau + (1 - phi) * e)).toarray()
+    assert reduced == pytest.approx(schur, rel=1e-12, abs=1e-12)
+    x = rng.normal(size=2 * n + 1)
+    assert bym2.prior_product([np.log(tau), special.logit(phi)], graph, x) == pytest.approx(q @ x, rel=1e-12)
+
+
 @pytest.mark.parametrize("edges, n", [(PATH3 + [(2, 3), (3, 0), (4, 5)], 7), ([(0, 1), (1, 2), (2, 0)], 3)])
 def test_sparse_constrained_laplace_equals_the_dense_covariance_form(edges, n):
     """The sparse fit of (μ, b, u) under sum-to-zero constraints (bordered system) gives the same

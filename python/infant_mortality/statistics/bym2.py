@@ -20,8 +20,9 @@ d(φ) = √(nφ(mean γ - 1) - Σ log(1 + φ(γ_k - 1))) over the eigenvalues γ
 structure's generalised inverse (INLA's ``inla.pc.bym.phi``).
 
 Computation. For a given θ = (log τ, logit φ) the latent x = (μ, b, u) has the sparse precision
-of INLA's augmented bym2 (``prior_precision``) and the constraints A x = 0; Newton's method on the
-sparse bordered system [[Q + C, Aᵀ], [A, 0]] finds the constrained mode, and the Laplace
+Q of INLA's augmented bym2 (``prior_product``) and the constraints A x = 0; Newton's method on the
+bordered system [[Q + C, Aᵀ], [A, 0]], solved with b eliminated (its block is diagonal:
+``ReducedSystem``), finds the constrained mode, and the Laplace
 approximation of π(θ | y) is the joint density over the Gaussian approximation at the mode
 (``laplace_at``). As INLA's ``int.strategy = "grid"``, θ is integrated over a grid in the
 standardised coordinates of the mode's Hessian (step ``DZ``, while the log density is within
@@ -193,132 +194,138 @@ class ConditionalFit:
     log_posterior: float  # log π(θ | y) up to a constant
     mean: np.ndarray  # mode of η = μ + b given θ
     var: np.ndarray | None  # marginal variance of η_i in the Gaussian approximation
-    x: np.ndarray  # the mode of (μ, b), a warm start for the next θ
-
-
-def prior_precision(theta, graph: Bym2Graph) -> sparse.csc_matrix:
-    """Precision of x = (μ, b, u) given θ: μ flat; v = (√τ b - √φ u)/√(1-φ) ~ N(0, I); u with
-    precision R* (INLA's augmented bym2: sparse, linear in the graph)."""
-    tau, phi = np.exp(theta[0]), special.expit(theta[1])
-    n = graph.scaled.shape[0]
-    eye = sparse.identity(n, format="csc")
-    return sparse.block_diag([
-        sparse.csc_matrix((1, 1)),
-        sparse.bmat([[tau / (1 - phi) * eye, -np.sqrt(tau * phi) / (1 - phi) * eye],
-                     [-np.sqrt(tau * phi) / (1 - phi) * eye, graph.scaled + phi / (1 - phi) * eye]]),
-    ], format="csc")
+    x: np.ndarray  # the mode of (μ, b, u), a warm start for the next θ
 
 
 def _factor(matrix: sparse.spmatrix):
-    """Sparse LU (SuperLU) of the bordered system [[H, Aᵀ], [A, 0]]."""
-    # Minimum degree on Aᵀ + A keeps the fill at about 20 entries a row on the country's graph
-    # (COLAMD with partial pivoting: 6 times more); a small pivot threshold still pivots the
-    # zero diagonal of the constraint rows.
-    return sparse_linalg.splu(sparse.csc_matrix(matrix), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01)
+    """Sparse LU (SuperLU) of a bordered system [[S, Aᵀ], [A, 0]]."""
+    # Minimum degree on Aᵀ + A keeps the fill small on the country's graph (COLAMD with partial
+    # pivoting: 6 times more); a small pivot threshold still pivots the zero diagonal of the
+    # constraint rows.
+    return sparse_linalg.splu(matrix, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.01)
 
 
-class BorderedLayout:
-    """Where each value of the bordered system [[Q + curvature, Aᵀ], [A, 0]] sits, for one graph.
+def prior_product(theta, graph: Bym2Graph, x) -> np.ndarray:
+    """Q x for the prior precision Q of x = (μ, b, u) given θ (INLA's augmented bym2: μ flat;
+    v = (√τ b - √φ u)/√(1-φ) ~ N(0, I); u with precision R*), without building Q:
 
-    Its pattern does not depend on θ or on x: only Q's values change between grid points, and only
-    the curvature's between Newton steps. Built once per fit (by the construction laplace_at used
-    alone, whose values it reproduces bit for bit: checked when built), it saves rebuilding the
-    sparse system at every θ."""
+        Q = [[0, 0, 0], [0, τ/(1-φ) I, -√(τφ)/(1-φ) I], [0, -√(τφ)/(1-φ) I, R* + φ/(1-φ) I]]"""
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    n = graph.scaled.shape[0]
+    b, u = x[1:n + 1], x[n + 1:]
+    a, c, d = tau / (1 - phi), np.sqrt(tau * phi) / (1 - phi), phi / (1 - phi)
+    return np.concatenate([[0.0], a * b - c * u, graph.scaled @ u + d * u - c * b])
 
-    def __init__(self, q: sparse.csc_matrix, graph: Bym2Graph):
+
+class ReducedSystem:
+    """The bordered system of (μ, u) after b is eliminated, for one graph.
+
+    Given θ and the likelihood's curvature e_i = n_i exp(η_i), b's block of H = Q + curvature is
+    diagonal, D_i = (τ + (1-φ) e_i)/(1-φ), so b is eliminated exactly (Schur complement). With
+    w_i = e_i / (τ + (1-φ) e_i) what is left is, over (μ, u) and the constraints' multipliers,
+
+        [[τ Σw, √(τφ) wᵀ, 0], [√(τφ) w, R* + φ diag(w), Aᵀ], [0, A, 0]]
+
+    half the unknowns of [[H, Aᵀ], [A, 0]], with R*'s pattern. Its pattern depends on neither θ
+    nor x, so it is built once per fit and only its values are filled in."""
+
+    def __init__(self, graph: Bym2Graph):
         n = graph.scaled.shape[0]
         k = graph.constraints.shape[0]
-        size = 2 * n + 1
-        a = sparse.hstack([sparse.csr_matrix((k, n + 1)), graph.constraints]).tocsr()
-        index = np.arange(1, n + 1)
-        # The likelihood's curvature: the μ row and column and b's diagonal.
-        curvature_rows = np.concatenate([[0], index, np.zeros(n, int), index])
-        curvature_cols = np.concatenate([[0], np.zeros(n, int), index, index])
-        system = (sparse.bmat([[q, a.T], [a, None]], format="csc")
-                  + sparse.csc_matrix((np.ones(len(curvature_rows)), (curvature_rows, curvature_cols)),
-                                      shape=(size + k, size + k))).tocsc()
-        system.sort_indices()
-        # In CSC order with sorted rows, column x size + row increases along the stored entries.
-        width = size + k
-        keys = np.repeat(np.arange(width), np.diff(system.indptr)) * width + system.indices
-        self.slots = np.searchsorted(keys, curvature_cols * width + curvature_rows)
-        q_cols = np.repeat(np.arange(q.shape[1]), np.diff(q.indptr))
-        self.q_positions = np.searchsorted(keys, q_cols * width + q.indices)
-        border = a.tocoo()
-        rows = np.concatenate([size + border.row, border.col])
-        cols = np.concatenate([border.col, size + border.row])
-        self.border_positions = np.searchsorted(keys, cols * width + rows)
-        self.border_values = np.concatenate([border.data, border.data])
-        self.q_indptr, self.q_indices = q.indptr.copy(), q.indices.copy()
-        self.system = system
-        built = system.data.copy()
-        built[self.slots] -= 1.0
-        if not np.array_equal(self.prior_values(q), built):
-            raise AssertionError("BorderedLayout does not reproduce the bordered system")
+        self.n, self.k = n, k
+        structure = graph.scaled.tocsc()
+        structure.sort_indices()
+        a = graph.constraints.tocoo()
+        rows = np.concatenate([[0], np.zeros(n, int), np.arange(1, n + 1), 1 + structure.tocoo().row,
+                               np.arange(1, n + 1), n + 1 + a.row, 1 + a.col])
+        cols = np.concatenate([[0], np.arange(1, n + 1), np.zeros(n, int), 1 + structure.tocoo().col,
+                               np.arange(1, n + 1), 1 + a.col, n + 1 + a.row])
+        width = n + 1 + k
+        pattern = sparse.csc_matrix((np.ones(len(rows)), (rows, cols)), shape=(width, width))
+        pattern.sum_duplicates()
+        pattern.sort_indices()
+        keys = np.repeat(np.arange(width), np.diff(pattern.indptr)) * width + pattern.indices
 
-    def fits(self, q: sparse.csc_matrix) -> bool:
-        return np.array_equal(q.indptr, self.q_indptr) and np.array_equal(q.indices, self.q_indices)
+        def slots(r, c):
+            found = np.searchsorted(keys, np.asarray(c) * width + np.asarray(r))
+            assert np.array_equal(keys[found], np.asarray(c) * width + np.asarray(r))
+            return found
 
-    def prior_values(self, q: sparse.csc_matrix) -> np.ndarray:
-        """The system's values without the curvature. The curvature's slots hold (v + 1) - 1, as
-        built by adding a unit curvature to Q and taking it off (which keeps every slot stored)."""
-        values = np.zeros(len(self.system.data))
-        values[self.q_positions] = q.data
-        values[self.border_positions] = self.border_values
-        values[self.slots] = (values[self.slots] + 1.0) - 1.0
-        return values
+        coo = structure.tocoo()
+        self.mu_mu = slots([0], [0])
+        self.mu_row = slots(np.zeros(n, int), np.arange(1, n + 1))
+        self.mu_col = slots(np.arange(1, n + 1), np.zeros(n, int))
+        self.structure_slots = slots(1 + coo.row, 1 + coo.col)
+        self.structure_values = coo.data
+        self.diagonal = slots(np.arange(1, n + 1), np.arange(1, n + 1))
+        self.border = slots(np.concatenate([n + 1 + a.row, 1 + a.col]), np.concatenate([1 + a.col, n + 1 + a.row]))
+        self.border_values = np.concatenate([a.data, a.data])
+        self.matrix = pattern
+
+    def at(self, tau: float, phi: float, w: np.ndarray) -> sparse.csc_matrix:
+        """The reduced bordered matrix for θ = (log τ, logit φ) and the weights w."""
+        values = np.zeros(len(self.matrix.data))
+        values[self.structure_slots] = self.structure_values
+        values[self.diagonal] += phi * w
+        values[self.mu_mu] = tau * w.sum()
+        values[self.mu_row] = values[self.mu_col] = np.sqrt(tau * phi) * w
+        values[self.border] = self.border_values
+        matrix = self.matrix.copy()
+        matrix.data = values
+        return matrix
 
 
 def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: bool = True,
-               layout: BorderedLayout | None = None) -> ConditionalFit:
+               system: ReducedSystem | None = None) -> ConditionalFit:
     """Gaussian approximation of x = (μ, b, u) | θ, y at its mode under the sum-to-zero
     constraints A x = 0, and the Laplace approximation of log π(θ | y) (unnormalised; priors
     included).
 
     Newton's method on the bordered (KKT) system [[H, Aᵀ], [A, 0]] [δ; λ] = [g; 0], which gives the
-    step within the constraints; the same system's log |determinant| is that of H on {A x = 0}
-    (ZᵀHZ for an orthonormal basis Z of it) up to a θ-free constant, and its inverse's top-left
-    block is the constrained covariance Z (ZᵀHZ)⁻¹ Zᵀ. H alone is singular when no island pins
-    the intercept (μ + c and every component's u - c√(τ/φ) are the same fit), the bordered
-    system is not, and it stays as sparse as H (the constraint rows are a border, ordered last).
-    ``layout``: the graph's BorderedLayout, shared by the grid points of one fit (built here when
-    absent or when Q's pattern differs).
+    step within the constraints, solved with b eliminated (``ReducedSystem``: b's block of H is
+    diagonal). The bordered system's log |determinant| is that of H on {A x = 0} (ZᵀHZ for an
+    orthonormal basis Z of it) up to a θ-free constant: Σ log D_i plus the reduced system's. The
+    constrained covariance of (μ, u) is the reduced inverse's top-left block, and given (μ, u),
+    b_i is normal with variance 1/D_i. H alone is singular when no island pins the intercept
+    (μ + c and every component's u - c√(τ/φ) are the same fit); the bordered system is not.
+    ``system``: the graph's ReducedSystem, shared by the grid points of one fit (built when absent).
     """
     y, offset = np.asarray(deaths, float), np.log(np.asarray(births, float))
     n = len(y)
     k = graph.constraints.shape[0]
     size = 2 * n + 1
-    q = prior_precision(theta, graph)
-    if layout is None or not layout.fits(q):
-        layout = BorderedLayout(q, graph)
+    system = system or ReducedSystem(graph)
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    root_tau_phi = np.sqrt(tau * phi)
     x = np.zeros(size)
     if start is not None:
         x = start.copy()
     else:
         x[0] = np.log(max(y.sum(), 0.5) / np.exp(offset).sum())
-    index = np.arange(1, n + 1)
 
     def objective(x):
         eta = x[0] + x[1:n + 1] + offset
-        return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ (q @ x)
-
-    system = layout.system.copy()
-    slots = layout.slots
-    prior_values = layout.prior_values(q)
+        return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ prior_product(theta, graph, x)
 
     def factorised(x):
         expected = np.exp(x[0] + x[1:n + 1] + offset)
-        system.data = prior_values.copy()
-        system.data[slots] += np.concatenate([[expected.sum()], expected, expected, expected])
-        return expected, _factor(system)
+        spread = tau + (1 - phi) * expected  # (1 - φ) D_i
+        return expected, spread, _factor(system.at(tau, phi, expected / spread))
 
     current = objective(x)
     for _ in range(200):
-        expected, factor = factorised(x)
-        gradient = -(q @ x)
+        expected, spread, factor = factorised(x)
+        gradient = -prior_product(theta, graph, x)
         gradient[0] += np.sum(y - expected)
         gradient[1:n + 1] += y - expected
-        step = factor.solve(np.concatenate([gradient, np.zeros(k)]))[:size]
+        # b's rows give δb = D⁻¹ (g_b - e δμ + c δu), c = √(τφ)/(1-φ); put into the μ and u rows:
+        g_b = gradient[1:n + 1] * (1 - phi) / spread  # D⁻¹ g_b
+        reduced = factor.solve(np.concatenate([[gradient[0] - expected @ g_b],
+                                               gradient[n + 1:] + root_tau_phi * gradient[1:n + 1] / spread,
+                                               np.zeros(k)]))
+        d_mu, d_u = reduced[0], reduced[1:n + 1]
+        d_b = g_b - ((1 - phi) * expected * d_mu - root_tau_phi * d_u) / spread
+        step = np.concatenate([[d_mu], d_b, d_u])
         if np.max(np.abs(step)) < NEWTON_TOL:
             break  # x is the mode (to NEWTON_TOL) and the factorisation is at x
         for _ in range(50):  # damped: halve until the concave objective does not decrease
@@ -332,19 +339,20 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: b
     else:
         raise NotConverged("BYM2 Newton iterations did not converge")
 
-    log_det_h = float(np.sum(np.log(np.abs(factor.U.diagonal()))))
+    log_det_h = float(np.sum(np.log(spread / (1 - phi))) + np.sum(np.log(np.abs(factor.U.diagonal()))))
     var = None
     if variances:
-        # Var(μ + b_i): C Σ Cᵀ with C = [1 | I | 0] and Σ the top-left block of the inverse.
-        rhs = np.zeros((size + k, n))
-        rhs[0, :] = 1.0
-        rhs[index, np.arange(n)] = 1.0
+        # η_i - its mode = α_i μ + β_i u_i + ε_i, with b's conditional noise ε_i ~ N(0, 1/D_i)
+        # independent of (μ, u): Var = cᵢᵀ Σ cᵢ + 1/D_i, cᵢ = α_i at μ and β_i at u_i.
+        alpha, beta = tau / spread, root_tau_phi / spread
+        rhs = np.zeros((n + 1 + k, n))
+        rhs[0, :] = alpha
+        rhs[1 + np.arange(n), np.arange(n)] = beta
         z = factor.solve(rhs)
-        var = z[0, :] + z[index, np.arange(n)]
-    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+        var = alpha * z[0, :] + beta * z[1 + np.arange(n), np.arange(n)] + (1 - phi) / spread
     eta = x[0] + x[1:n + 1] + offset
-    log_likelihood = np.sum(y * eta - expected - special.gammaln(y + 1))
-    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ (q @ x)
+    log_likelihood = np.sum(y * eta - np.exp(eta) - special.gammaln(y + 1))
+    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ prior_product(theta, graph, x)
     log_hyper = float(log_pc_prec(theta[0]) + log_pc_phi(theta[1], graph.gamma)[0])
     log_posterior = log_likelihood + log_prior_x - 0.5 * log_det_h + log_hyper
     return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], var=var, x=x)
@@ -398,7 +406,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
         raise ValueError("no deaths at all: with a flat intercept the posterior is improper")
     cache: dict[tuple, ConditionalFit] = {}
     last = [None]
-    layout = BorderedLayout(prior_precision(np.zeros(2), graph), graph)  # Q's pattern is the same at every θ
+    system = ReducedSystem(graph)  # its pattern is the same at every θ
 
     def at(theta, variances: bool = False) -> ConditionalFit:
         key = tuple(np.round(theta, 12))
@@ -407,7 +415,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
             return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), var=None, x=None)
         if key not in cache or (variances and cache[key].var is None):
             start = cache[key].x if key in cache else last[0]
-            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances, layout=layout)
+            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances, system=system)
             last[0] = fit.x
             cache[key] = fit
         return cache[key]
