@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -87,6 +90,47 @@ def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed():
     # Reproducible: the same seed, the same p-values.
     assert np.array_equal(clusters.spatial_clusters(deaths, births, neighbours, 0.05)["p_value"], result["p_value"],
                           equal_nan=True)
+
+
+def _country_graph() -> list[list[int]]:
+    """The country's 346 communes and their neighbour pairs, as the seed ships them."""
+    pairs = pd.read_csv(Path(__file__).parents[2] / "seeds" / "commune_neighbours.csv", dtype=str)
+    codes = sorted(set(pairs["commune_code"]) | set(pairs["neighbour_code"]))
+    position = {code: i for i, code in enumerate(codes)}
+    around: list[set[int]] = [set() for _ in codes]
+    for a, b in zip(pairs["commune_code"], pairs["neighbour_code"]):
+        around[position[a]].add(position[b])
+        around[position[b]].add(position[a])
+    return [sorted(a) for a in around]
+
+
+@pytest.mark.parametrize("graph", ["lattice", "country"])
+def test_local_moran_is_esdas_moran_local_to_the_bit(graph):
+    """Our local Moran (no PySAL at build time) against esda's Moran_Local itself, on the same
+    values, weights and seed: I, the pseudo p-values and the quadrants equal to the bit, with an
+    island, and with ties (integer values, half of them equal) where a draw can equal the
+    observed I exactly."""
+    import libpysal
+    from esda.moran import Moran_Local
+
+    neighbours = _lattice(9) if graph == "lattice" else _country_graph()
+    n = len(neighbours)
+    island = np.array([not a for a in neighbours])
+    w = libpysal.weights.W({i: sorted(a) for i, a in enumerate(neighbours)}, silence_warnings=True)
+    rng = np.random.default_rng(46)
+    for values in (rng.normal(size=n), rng.integers(0, 3, n).astype(float)):
+        for permutations, seed in ((999, clusters.SEED), (99, 7)):
+            moran_i, p, quadrant = clusters.local_moran(values, neighbours, permutations, seed)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                reference = Moran_Local(values, w, transformation="r", permutations=permutations, seed=seed,
+                                        keep_simulations=False)
+            assert np.array_equal(moran_i[~island], reference.Is[~island])
+            # esda keeps p in single precision: (m + 1) / (P + 1) read back exactly.
+            esda_p = np.round(np.asarray(reference.p_sim, float) * (permutations + 1)) / (permutations + 1)
+            assert np.array_equal(p[~island], esda_p[~island])
+            assert np.array_equal(quadrant[~island], reference.q[~island])
+            assert np.isnan(moran_i[island]).all() and np.isnan(p[island]).all() and (quadrant[island] == 0).all()
 
 
 def test_cluster_types_by_hand():
