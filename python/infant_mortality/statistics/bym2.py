@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import optimize, sparse, special, stats
@@ -189,12 +190,28 @@ def log_pc_phi(logit_phi, gamma, u: float = PC_PHI_U, alpha: float = PC_PHI_ALPH
 
 # --- the Laplace approximation at one θ -----------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass
 class ConditionalFit:
     log_posterior: float  # log π(θ | y) up to a constant
     mean: np.ndarray  # mode of η = μ + b given θ
-    var: np.ndarray | None  # marginal variance of η_i in the Gaussian approximation
-    x: np.ndarray  # the mode of (μ, b, u), a warm start for the next θ
+    x: np.ndarray | None  # the mode of (μ, b, u), a warm start for the next θ
+    variance_parts: tuple | None = None  # (LU of the reduced system at the mode, α, β, 1/D)
+
+    @cached_property
+    def var(self) -> np.ndarray | None:
+        """Marginal variance of η_i in the Gaussian approximation, computed when first read (the
+        grid reads it only at the points it keeps): η_i - its mode = α_i μ + β_i u_i + ε_i, with b's
+        conditional noise ε_i ~ N(0, 1/D_i) independent of (μ, u), so Var = cᵢᵀ Σ cᵢ + 1/D_i, with
+        cᵢ = α_i at μ and β_i at u_i and Σ the reduced system's inverse."""
+        if self.variance_parts is None:
+            return None
+        factor, alpha, beta, noise = self.variance_parts
+        n = len(alpha)
+        rhs = np.zeros((factor.shape[0], n))
+        rhs[0, :] = alpha
+        rhs[1 + np.arange(n), np.arange(n)] = beta
+        z = factor.solve(rhs)
+        return alpha * z[0, :] + beta * z[1 + np.arange(n), np.arange(n)] + noise
 
 
 def _factor(matrix: sparse.spmatrix):
@@ -275,8 +292,7 @@ class ReducedSystem:
         return matrix
 
 
-def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: bool = True,
-               system: ReducedSystem | None = None) -> ConditionalFit:
+def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: ReducedSystem | None = None) -> ConditionalFit:
     """Gaussian approximation of x = (μ, b, u) | θ, y at its mode under the sum-to-zero
     constraints A x = 0, and the Laplace approximation of log π(θ | y) (unnormalised; priors
     included).
@@ -340,22 +356,13 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, variances: b
         raise NotConverged("BYM2 Newton iterations did not converge")
 
     log_det_h = float(np.sum(np.log(spread / (1 - phi))) + np.sum(np.log(np.abs(factor.U.diagonal()))))
-    var = None
-    if variances:
-        # η_i - its mode = α_i μ + β_i u_i + ε_i, with b's conditional noise ε_i ~ N(0, 1/D_i)
-        # independent of (μ, u): Var = cᵢᵀ Σ cᵢ + 1/D_i, cᵢ = α_i at μ and β_i at u_i.
-        alpha, beta = tau / spread, root_tau_phi / spread
-        rhs = np.zeros((n + 1 + k, n))
-        rhs[0, :] = alpha
-        rhs[1 + np.arange(n), np.arange(n)] = beta
-        z = factor.solve(rhs)
-        var = alpha * z[0, :] + beta * z[1 + np.arange(n), np.arange(n)] + (1 - phi) / spread
     eta = x[0] + x[1:n + 1] + offset
     log_likelihood = np.sum(y * eta - np.exp(eta) - special.gammaln(y + 1))
     log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ prior_product(theta, graph, x)
     log_hyper = float(log_pc_prec(theta[0]) + log_pc_phi(theta[1], graph.gamma)[0])
     log_posterior = log_likelihood + log_prior_x - 0.5 * log_det_h + log_hyper
-    return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], var=var, x=x)
+    return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], x=x,
+                          variance_parts=(factor, tau / spread, root_tau_phi / spread, (1 - phi) / spread))
 
 
 # --- the grid over θ and the mixture ---------------------------------------------------------------
@@ -408,16 +415,14 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
     last = [None]
     system = ReducedSystem(graph)  # its pattern is the same at every θ
 
-    def at(theta, variances: bool = False) -> ConditionalFit:
+    def at(theta) -> ConditionalFit:
         key = tuple(np.round(theta, 12))
         if not (THETA_BOUNDS[0][0] <= theta[0] <= THETA_BOUNDS[0][1]
                 and THETA_BOUNDS[1][0] <= theta[1] <= THETA_BOUNDS[1][1]):
-            return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), var=None, x=None)
-        if key not in cache or (variances and cache[key].var is None):
-            start = cache[key].x if key in cache else last[0]
-            fit = laplace_at(np.asarray(theta), y, n, graph, start=start, variances=variances, system=system)
-            last[0] = fit.x
-            cache[key] = fit
+            return ConditionalFit(log_posterior=-np.inf, mean=np.full(len(y), np.nan), x=None)
+        if key not in cache:
+            cache[key] = laplace_at(np.asarray(theta), y, n, graph, start=last[0], system=system)
+            last[0] = cache[key].x
         return cache[key]
 
     mode, hessian = _newton_mode(lambda t: -at(t).log_posterior, np.array([4.0, 0.0]))
@@ -428,7 +433,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
     to_theta = vectors / np.sqrt(values)  # θ = mode + to_theta @ z
 
     def logdens(z):
-        return at(mode + to_theta @ z, variances=True).log_posterior  # every axis point is a grid point
+        return at(mode + to_theta @ z).log_posterior
 
     def extent(axis, sign):
         steps = 0
@@ -452,7 +457,7 @@ def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: flo
     logs = np.array(logs)
     weights = np.exp(logs - logs.max())
     weights /= weights.sum()
-    fits = [at(t, variances=True) for t in points]
+    fits = [at(t) for t in points]
     theta = np.array(points)
     return Bym2Fit(theta=theta, weights=weights, mean=np.array([f.mean for f in fits]),
                    var=np.array([f.var for f in fits]), phi_mean=float(weights @ special.expit(theta[:, 1])),
