@@ -33,14 +33,11 @@ warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG) $(if $(FORCE),,--if-changed)
 
 ## The whole test suite, as CI runs it (builds its own temporary warehouses; needs no `make warehouse`):
-## the everyday group, then the end-to-end group (also when the first fails), each timed; fails
-## when either fails. One worker per core, each test file on one worker; prints the slowest steps.
+## one pytest session over every test, the end-to-end group included, so that the warehouses the
+## tests share are built once, not once per group. One worker per core, each test file on one
+## worker; prints the slowest steps.
 test: $(STAMP)
-	@failed=0; start=$$(date +%s); \
-	$(MAKE) --no-print-directory test-fast || failed=1; middle=$$(date +%s); \
-	$(MAKE) --no-print-directory test-e2e || failed=1; end=$$(date +%s); \
-	echo "make test-fast $$((middle - start)) s, make test-e2e $$((end - middle)) s, the whole suite $$((end - start)) s"; \
-	exit $$failed
+	$(BIN)/pytest -n auto --dist loadfile --durations=30
 
 ## The everyday loop: every test but the end-to-end group.
 ## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
