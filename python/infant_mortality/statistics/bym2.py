@@ -249,13 +249,12 @@ class ReducedSystem:
     def __init__(self, graph: Bym2Graph):
         n = graph.scaled.shape[0]
         k = graph.constraints.shape[0]
-        self.n, self.k = n, k
-        structure = graph.scaled.tocsc()
-        structure.sort_indices()
+        coo = graph.scaled.tocoo()
         a = graph.constraints.tocoo()
-        rows = np.concatenate([[0], np.zeros(n, int), np.arange(1, n + 1), 1 + structure.tocoo().row,
+        # Positions: μ is 0, u_i is 1 + i, the constraints' multipliers n + 1 on.
+        rows = np.concatenate([[0], np.zeros(n, int), np.arange(1, n + 1), 1 + coo.row,
                                np.arange(1, n + 1), n + 1 + a.row, 1 + a.col])
-        cols = np.concatenate([[0], np.arange(1, n + 1), np.zeros(n, int), 1 + structure.tocoo().col,
+        cols = np.concatenate([[0], np.arange(1, n + 1), np.zeros(n, int), 1 + coo.col,
                                np.arange(1, n + 1), 1 + a.col, n + 1 + a.row])
         width = n + 1 + k
         pattern = sparse.csc_matrix((np.ones(len(rows)), (rows, cols)), shape=(width, width))
@@ -268,7 +267,6 @@ class ReducedSystem:
             assert np.array_equal(keys[found], np.asarray(c) * width + np.asarray(r))
             return found
 
-        coo = structure.tocoo()
         self.mu_mu = slots([0], [0])
         self.mu_row = slots(np.zeros(n, int), np.arange(1, n + 1))
         self.mu_col = slots(np.arange(1, n + 1), np.zeros(n, int))
@@ -280,7 +278,7 @@ class ReducedSystem:
         self.matrix = pattern
 
     def at(self, tau: float, phi: float, w: np.ndarray) -> sparse.csc_matrix:
-        """The reduced bordered matrix for θ = (log τ, logit φ) and the weights w."""
+        """The reduced bordered matrix for the precision τ, the mixing φ and the weights w."""
         values = np.zeros(len(self.matrix.data))
         values[self.structure_slots] = self.structure_values
         values[self.diagonal] += phi * w
