@@ -108,6 +108,7 @@ def local_moran(values, neighbours: list[list[int]], permutations: int = PERMUTA
         for i in np.flatnonzero(~island):
             others = np.delete(z, i)
             drawn = others[draws[:, :size[i]].ravel()].reshape(-1, size[i])
+            # esda's expression, its zero self-weight term included, so the rounding is its own.
             simulated = z[i] * (drawn @ np.full(size[i], weight[i]) + 0.0 * z[i]) * scaling
             larger = int((simulated >= moran_i[i]).sum())
             larger = min(larger, permutations - larger)
