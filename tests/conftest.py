@@ -98,7 +98,12 @@ def stratifier_communes(duckdb_path: Path) -> dict[str, dict[str, str]]:
 def stratifier_regions(duckdb_path: Path) -> dict[str, set[str]]:
     """Per stratifier, the regions where its file gives at least one commune a value: where a
     build can measure it, and the country only when every region of the build is among them."""
-    return {s: set(communes.values()) for s, communes in stratifier_communes(duckdb_path).items()}
+    return regions_of(stratifier_communes(duckdb_path))
+
+
+def regions_of(valued: dict[str, dict[str, str]]) -> dict[str, set[str]]:
+    """stratifier_regions from stratifier_communes' answer (for a test that needs both)."""
+    return {s: set(communes.values()) for s, communes in valued.items()}
 
 
 def query(duckdb_path: Path, sql: str, params=None):

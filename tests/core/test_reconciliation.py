@@ -16,7 +16,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, query, run_dbt, stratifier_communes, stratifier_regions
+from conftest import REPO_ROOT, query, regions_of, run_dbt, stratifier_communes, stratifier_regions
 from raw_counts import derived_commune_years
 
 RAW = REPO_ROOT / "data" / "raw"
@@ -99,7 +99,7 @@ def test_every_stratifier_covering_an_area_adds_up_to_it(bundled_warehouse):
 
 def _groups_whose_ranking_leaves_out_no_commune(warehouse) -> int:
     valued = stratifier_communes(warehouse)
-    coverage = {s: set(communes.values()) for s, communes in valued.items()}
+    coverage = regions_of(valued)
     years = query(warehouse, "select area_code, region_code, year from marts.fct_area_year_rates "
                              "where area_level = 'commune' and indicator = 'imr' and live_births > 0")
     periods = query(warehouse, "select distinct period_start, period_end from marts.fct_area_period_rates "

@@ -20,7 +20,7 @@ import shutil
 import pytest
 
 from conftest import (COVARIATE_DROPPED, COVARIATE_UNPARSEABLE, REPO_ROOT, THREE_REGIONS, query, run_dbt,
-                      stratifier_communes, stratifier_regions)
+                      regions_of, stratifier_communes, stratifier_regions)
 
 RAW = REPO_ROOT / "data" / "raw"
 MEASURE_KEYS = "indicator = 'imr' and period_label = '2010-2019' and stratifier = 'income_poverty_2013'"
@@ -217,7 +217,7 @@ def test_covariate_audit_matches_the_regions_in_the_build(bundled_warehouse):
     communes = dict(query(bundled_warehouse, "select distinct commune_code, region_code from marts.fct_commune_vs_region"))
     regions = set(communes.values())
     valued = stratifier_communes(bundled_warehouse)
-    coverage = {s: set(communes.values()) for s, communes in valued.items()}
+    coverage = regions_of(valued)
     expected = sorted(
         [("stratifier_not_available_for_region", f"stratifier={s} region={r}")
          for s, covered in coverage.items() for r in regions - covered]
