@@ -1,18 +1,10 @@
 -- Every covariate value as a stratifier: one row per line of the covariate files, named with
 -- the stratifier names of the seed `stratifiers`, which also says which way is deprived and the
--- valid range of a value.
+-- valid range of a value. The lines come from int_stratifier_lines (one line per file there).
 -- `problem` is null for a usable value; otherwise the row is kept here, audited
 -- (int_audit__covariates) and left out of every inequality measure.
-with income_poverty_2013 as (
-    select * from {{ ref('stg_covariates__income_poverty_2013') }}
-),
-
-social_priority_index_2019 as (
-    select * from {{ ref('stg_covariates__social_priority_index_2019') }}
-),
-
-poverty_2022 as (
-    select * from {{ ref('stg_covariates__poverty_2022') }}
+with all_values as (
+    select * from {{ ref('int_stratifier_lines') }}
 ),
 
 communes as (
@@ -21,22 +13,6 @@ communes as (
 
 stratifiers as (
     select stratifier, higher_is_more_deprived, value_min, value_max from {{ ref('stratifiers') }}
-),
-
-all_values as (
-    select 'income_poverty_2013' as stratifier, commune_code, value_text, value, source_file, source_line
-    from income_poverty_2013
-    union all
-    select 'social_priority_index_2019', commune_code, value_text, value, source_file, source_line
-    from social_priority_index_2019
-    union all
-    select
-        case poverty_dimension
-            when 'income' then 'income_poverty_2022'
-            when 'multidimensional' then 'multidimensional_poverty_2022'
-        end,
-        commune_code, value_text, value, source_file, source_line
-    from poverty_2022
 ),
 
 checked as (
