@@ -7,11 +7,13 @@ IMR_DUCKDB_PATH pointing at a temporary file so the published warehouse is never
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,14 +33,91 @@ def run_dbt(args: list[str], duckdb_path: Path, dbt_vars: dict | None = None, ch
     command = [str(DBT), *args, "--profiles-dir", "profiles"]
     if dbt_vars:
         command += ["--vars", json.dumps(dbt_vars)]
-    env = {**os.environ, "IMR_DUCKDB_PATH": str(duckdb_path)}
+    target = duckdb_path.parent / "dbt_target"
     # Each build gets its own target dir so parallel or repeated builds do not share state.
-    env["DBT_TARGET_PATH"] = str(duckdb_path.parent / "dbt_target")
-    env["DBT_LOG_PATH"] = str(duckdb_path.parent / "dbt_logs")
+    env = {**os.environ, "IMR_DUCKDB_PATH": _through_worker_slot(duckdb_path, dbt_vars, target),
+           "DBT_TARGET_PATH": str(target), "DBT_LOG_PATH": str(duckdb_path.parent / "dbt_logs")}
     result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    _keep_parse(target, duckdb_path, dbt_vars)
     if check and result.returncode != 0:
         raise AssertionError(f"dbt {' '.join(args)} failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}")
     return result
+
+
+# dbt parses the whole project again (about 15 s of CPU) unless it finds the saved parse of a run
+# with the same command-line vars and the same connection details, the warehouse's path
+# included. So each pytest-xdist worker gives dbt one path for every warehouse it builds: a
+# symlink (<run>/shared/dbt_slots/<worker>/db) pointed at the build's own folder just before dbt
+# starts, and the saved parse of each (vars, file name) is kept there and handed to the next
+# build with the same ones. dbt still checks every file it parsed: the parse is reused only
+# when nothing changed, so a test sees exactly what a fresh parse would give.
+WORKER_SLOT: Path | None = None   # set for the run by the `dbt_worker_slot` fixture
+
+
+def _parse_key(duckdb_path: Path, dbt_vars: dict | None) -> str:
+    text = json.dumps([duckdb_path.name, dbt_vars or {}], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _through_worker_slot(duckdb_path: Path, dbt_vars: dict | None, target: Path) -> str:
+    """The path dbt is given for `duckdb_path` (through this worker's slot), with the saved
+    parse of the same vars put in `target`; outside pytest, the path itself."""
+    duckdb_path.parent.mkdir(parents=True, exist_ok=True)
+    if WORKER_SLOT is None:
+        return str(duckdb_path)
+    link, fresh = WORKER_SLOT / "db", WORKER_SLOT / "db.new"
+    fresh.unlink(missing_ok=True)
+    fresh.symlink_to(duckdb_path.parent.resolve())
+    os.replace(fresh, link)
+    saved = WORKER_SLOT / "parses" / f"{_parse_key(duckdb_path, dbt_vars)}.msgpack"
+    if saved.exists() and not (target / "partial_parse.msgpack").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(saved, target / "partial_parse.msgpack")
+    return str(link / duckdb_path.name)
+
+
+def _keep_parse(target: Path, duckdb_path: Path, dbt_vars: dict | None) -> None:
+    made = target / "partial_parse.msgpack"
+    if WORKER_SLOT is None or not made.exists():
+        return
+    (WORKER_SLOT / "parses").mkdir(exist_ok=True)
+    shutil.copyfile(made, WORKER_SLOT / "parses" / f"{_parse_key(duckdb_path, dbt_vars)}.msgpack")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dbt_worker_slot(tmp_path_factory) -> Iterator[Path]:
+    """This worker's slot for run_dbt (above): one per worker, as a worker runs one test at a time."""
+    global WORKER_SLOT
+    base = tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    WORKER_SLOT = base / "shared" / "dbt_slots" / worker
+    WORKER_SLOT.mkdir(parents=True, exist_ok=True)
+    yield WORKER_SLOT
+    WORKER_SLOT = None
+
+
+@pytest.fixture
+def tmp_path(request, dbt_worker_slot) -> Iterator[Path]:
+    """Each test's own empty folder, at the same path for every test of a worker
+    (<slot>/test), so that the builds of two tests whose vars name files the same way in their
+    folders reuse one dbt parse (above). pytest's tmp_path differs per test, and so would every
+    path var. Afterwards the folder is moved aside (<slot>/kept/<n>-<test>), kept as pytest keeps
+    its own."""
+    folder = dbt_worker_slot / "test"
+    if folder.exists():  # a test interrupted before its teardown
+        _move_aside(folder, "interrupted")
+    folder.mkdir()
+    yield folder
+    _move_aside(folder, request.node.name)
+
+
+def _move_aside(folder: Path, name: str) -> None:
+    kept = folder.parent / "kept"
+    kept.mkdir(exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:80]
+    folder.rename(kept / f"{sum(1 for _ in kept.iterdir()):04d}-{safe}")
 
 
 def build_selected(*models: str) -> list[str]:
