@@ -365,3 +365,23 @@ def _build_three_regions(tmp: Path) -> None:
                 "benchmark_communes": ["12101"]}
     run_dbt(["build"], path, dbt_vars)
     (tmp / "dbt_vars.json").write_text(json.dumps(dbt_vars))
+
+
+def seed_rows(seed: str) -> list[dict[str, str]]:
+    """Every row of a seed, in its order (the columns as text, as the CSV holds them)."""
+    import csv
+
+    with open(REPO_ROOT / "seeds" / seed, encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def aggregate_indicators() -> list[str]:
+    """The indicators a build on the bundled aggregates counts: the rows of seeds/indicators.csv
+    with `in_aggregates` (the aggregates give one count, infant deaths, and every such indicator
+    reads it). A test on the bundled build expects its rows per indicator from this, not a count."""
+    return [row["indicator"] for row in seed_rows("indicators.csv") if row["in_aggregates"] == "true"]
+
+
+def indicator_multipliers() -> dict[str, int]:
+    """Each indicator's multiplier (rate per 1000, per 100,000, ...) from seeds/indicators.csv."""
+    return {row["indicator"]: int(row["multiplier"]) for row in seed_rows("indicators.csv")}

@@ -5,7 +5,7 @@ import math
 import pytest
 from scipy import stats
 
-from conftest import query
+from conftest import aggregate_indicators, query
 
 INE = "read_csv('data/raw/ine_vital_statistics_chile_2010_2019.csv')"
 DEIS = "read_csv('data/raw/deis_deaths_by_commune_year_sex_agegroup_1990_2019.csv')"
@@ -100,7 +100,7 @@ def test_unavailable_commune_year_is_left_out_on_both_sides(bundled_warehouse):
     (births_without_2018,), = query(
         bundled_warehouse,
         "select sum(live_births) from marts.fct_area_year_rates where area_level = 'region' "
-        "and area_code = '13' and year between 2015 and 2019 and year <> 2018",
+        "and area_code = '13' and indicator = 'imr' and year between 2015 and 2019 and year <> 2018",
     )
     assert (n_years, n_in_period) == (4, 5)
     assert region_births == births_without_2018
@@ -122,9 +122,10 @@ def test_custom_period_var_adds_a_period(tmp_path):
     run_dbt(["build", "--select", "+fct_commune_vs_region"], path, {"custom_period": {"start": 2012, "end": 2016}})
     rows = query(
         path,
-        "select count(*), min(n_years_in_period) from marts.fct_commune_vs_region where period_label = '2012-2016'",
+        "select indicator, count(*), min(n_years_in_period) from marts.fct_commune_vs_region "
+        "where period_label = '2012-2016' group by 1 order by 1",
     )
-    assert rows == [(346, 5)]
+    assert rows == [(indicator, 346, 5) for indicator in sorted(aggregate_indicators())]
 
 
 def test_region_period_rates_by_hand_with_exact_limits(bundled_warehouse):
@@ -149,17 +150,20 @@ def test_region_period_rates_by_hand_with_exact_limits(bundled_warehouse):
 def test_comparison_pools_the_region_over_the_communes_years_from_the_same_rule(bundled_warehouse):
     # Every commune with a rate in every year sees the region's own pooled rate; Providencia
     # (no rate in 2018) sees the region over its 4 years, and only there do the two differ.
-    rows = query(
+    every = query(
         bundled_warehouse,
-        "select c.commune_code, c.n_years, c.region_deaths = a.deaths and c.region_live_births = a.live_births "
-        "and c.region_rate_per_1000 = a.rate_per_1000 "
+        "select c.indicator, c.commune_code, c.n_years, c.region_deaths = a.deaths "
+        "and c.region_live_births = a.live_births and c.region_rate_per_1000 = a.rate_per_1000 "
         "from marts.fct_commune_vs_region c join marts.fct_area_period_rates a "
         "on a.area_level = 'region' and a.area_code = c.region_code and a.indicator = c.indicator "
         "and a.period_start = c.period_start and a.period_end = c.period_end where c.region_code = '13'")
-    assert len(rows) == 156
-    differ = sorted((code, n) for code, n, same in rows if not same)
-    assert differ == [("13123", 4), ("13123", 9)]
-    assert all(n == 5 or n == 10 for code, n, same in rows if same)
+    assert sorted({indicator for indicator, *_ in every}) == sorted(aggregate_indicators())
+    for indicator in aggregate_indicators():  # each reads the same derived count
+        rows = [row for i, *row in every if i == indicator]
+        assert len(rows) == 156, indicator
+        differ = sorted((code, n) for code, n, same in rows if not same)
+        assert differ == [("13123", 4), ("13123", 9)], indicator
+        assert all(n == 5 or n == 10 for code, n, same in rows if same), indicator
 
 
 def test_funnel_limits_mart_agrees_with_the_funnel_categories(bundled_warehouse):
@@ -200,17 +204,20 @@ def test_funnel_limits_mart_agrees_with_the_funnel_categories(bundled_warehouse)
 
 
 def test_every_comparison_label_agrees_with_the_midp_interval_beside_it(bundled_warehouse):
-    rows = query(
+    every = query(
         bundled_warehouse,
-        "select comparison, rest_rate_ratio_ci95_lower, coalesce(rest_rate_ratio_ci95_upper, 'infinity'), "
+        "select indicator, comparison, rest_rate_ratio_ci95_lower, coalesce(rest_rate_ratio_ci95_upper, 'infinity'), "
         "rest_rate_ratio_exact_lower, coalesce(rest_rate_ratio_exact_upper, 'infinity') "
         "from marts.fct_commune_vs_region where comparison is not null")
-    assert len(rows) == 1038
-    for comparison, lower, upper, *_ in rows:
+    assert sorted({indicator for indicator, *_ in every}) == sorted(aggregate_indicators())
+    for _, comparison, lower, upper, *_ in every:
         expected = "higher" if lower > 1 else "lower" if upper < 1 else "similar"
         assert comparison == expected
-    # The exact interval is the conservative one: 13 labels fall outside it (the reason the
-    # mid-p interval is the one published as the comparison's ci95, the exact one named apart).
+    # The infant mortality rate's comparisons; the exact interval is the conservative one: 13 labels
+    # fall outside it (the reason the mid-p interval is the one published as the comparison's ci95,
+    # the exact one named apart).
+    rows = [row for indicator, *row in every if indicator == "imr"]
+    assert len(rows) == 1038
     outside_exact = sum(1 for c, _, _, lo, up in rows if (c == "higher" and lo <= 1) or (c == "lower" and up >= 1))
     assert outside_exact == 13
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import query, run_dbt
+from conftest import aggregate_indicators, indicator_multipliers, query, run_dbt
 
 Z = float(stats.norm.ppf(0.975))
 
@@ -80,16 +80,19 @@ def test_benchmark_mart_equals_the_formulas_on_its_own_counts(bundled_warehouse)
                "rate_ratio", "rate_ratio_ci95_lower", "rate_ratio_ci95_upper", "excess_rate_per_1000",
                "excess_rate_ci95_lower", "excess_rate_ci95_upper", "attributable_percent",
                "attributable_percent_ci95_lower", "excess_deaths", "excess_deaths_ci95_upper"]
-    rows = query(bundled_warehouse, f"select {', '.join(columns)} from marts.fct_commune_vs_benchmark "
+    rows = query(bundled_warehouse, f"select indicator, {', '.join(columns)} from marts.fct_commune_vs_benchmark "
                                     "where benchmark_live_births > 0 and live_births > 0 and deaths > 0")
-    assert len(rows) > 900
-    m = {c: np.array([r[i] for r in rows], dtype=float) for i, c in enumerate(columns)}
+    indicators = [r[0] for r in rows]
+    assert all(indicators.count(indicator) > 900 for indicator in aggregate_indicators())
+    m = {c: np.array([r[i + 1] for r in rows], dtype=float) for i, c in enumerate(columns)}
     d, n, db, nb = m["deaths"], m["live_births"], m["benchmark_deaths"], m["benchmark_live_births"]
     nested = m["is_benchmark"] == 1
-    r, rb = 1000 * d / n, 1000 * db / nb
+    # Each rate on its indicator's scale (seeds/indicators.csv: per 1000, per 100,000, ...).
+    k = np.array([indicator_multipliers()[indicator] for indicator in indicators], dtype=float)
+    r, rb = k * d / n, k * db / nb
     rt = r / rb
     se_log = np.sqrt(1 / d + np.where(nested, -1, 1) / db)
-    se_rap = 1000 * np.sqrt(d / n**2 + db / nb**2 - np.where(nested, 2 * d / (n * nb), 0))
+    se_rap = k * np.sqrt(d / n**2 + db / nb**2 - np.where(nested, 2 * d / (n * nb), 0))
     np.testing.assert_allclose(m["rate_ratio"], rt, rtol=1e-12)
     np.testing.assert_allclose(m["rate_ratio_ci95_lower"], rt * np.exp(-Z * se_log), rtol=1e-12)
     np.testing.assert_allclose(m["rate_ratio_ci95_upper"], rt * np.exp(Z * se_log), rtol=1e-12)
@@ -99,7 +102,7 @@ def test_benchmark_mart_equals_the_formulas_on_its_own_counts(bundled_warehouse)
     np.testing.assert_allclose(m["attributable_percent"], 100 * (r - rb) / r, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(m["attributable_percent_ci95_lower"], 100 * (1 - 1 / (rt * np.exp(-Z * se_log))),
                                rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(m["excess_deaths"], d - n * rb / 1000, rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(m["excess_deaths_ci95_upper"], (r - rb + Z * se_rap) * n / 1000, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(m["excess_deaths"], d - n * rb / k, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(m["excess_deaths_ci95_upper"], (r - rb + Z * se_rap) * n / k, rtol=1e-12, atol=1e-9)
     # The benchmark against itself: RT 1 with no uncertainty.
     assert nested.any() and np.allclose(m["rate_ratio_ci95_lower"][nested], 1.0)

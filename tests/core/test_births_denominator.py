@@ -20,7 +20,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, microdata_warehouse, query, run_dbt
+from conftest import REPO_ROOT, aggregate_indicators, indicator_multipliers, microdata_warehouse, query, run_dbt
 
 RAW = REPO_ROOT / "data" / "raw"
 CORRECTED = "seremi_rm_corrected_births_1992_2021.csv"
@@ -79,47 +79,52 @@ def test_by_default_every_rate_divides_by_the_registered_births(bundled_warehous
     assert query(bundled_warehouse, "select distinct births_basis from marts.fct_area_year_rates") == [("registered",)]
     basis = {b for (b,) in query(bundled_warehouse, "select distinct count_basis from marts.fct_area_year_rates")}
     assert basis == {"derived: INE deaths all ages - DEIS deaths aged 1+; bias against MINSAL by region: fct_official_anchors"}
-    (rm_2010,), = query(bundled_warehouse, "select live_births from marts.fct_area_year_rates "
-                                           "where area_level = 'region' and area_code = '13' and year = 2010")
-    assert rm_2010 == 101_047
+    rm_2010 = query(bundled_warehouse, "select indicator, live_births from marts.fct_area_year_rates "
+                                       "where area_level = 'region' and area_code = '13' and year = 2010 order by 1")
+    assert rm_2010 == [(indicator, 101_047) for indicator in sorted(aggregate_indicators())]
     assert query(bundled_warehouse, "select count(*) from marts.audit_data_quality "
                                     "where source = 'seremi_rm_corrected_births'") == [(0,)]
 
 
 def test_both_denominators_side_by_side_for_the_rm_2010_2019(bundled_warehouse):
-    rows = pd.DataFrame(query(bundled_warehouse, """
-        select d.area_level, d.area_code, d.year, d.registered_live_births, d.corrected_live_births, d.deaths,
-            d.rate_on_registered, d.rate_on_corrected, d.rate_ratio, d.correction_factor, d.births_basis,
+    every = pd.DataFrame(query(bundled_warehouse, """
+        select d.indicator, d.area_level, d.area_code, d.year, d.registered_live_births, d.corrected_live_births,
+            d.deaths, d.rate_on_registered, d.rate_on_corrected, d.rate_ratio, d.correction_factor, d.births_basis,
             d.unavailable_reason, r.rate_per_1000
         from marts.fct_births_denominators as d
         inner join marts.fct_area_year_rates as r using (area_level, area_code, year, indicator)"""),
-        columns=["level", "code", "year", "registered", "corrected", "deaths", "on_registered", "on_corrected",
-                 "ratio", "factor", "basis", "reason", "published"])
-    assert len(rows) == 53 * 10 and set(rows.year) == set(range(2010, 2020))
-    assert set(rows.code) == {"13"} | {c for c in ine_births()["codigo_comuna"] if c.startswith("13")}
-    assert set(rows.basis) == {"registered"}
-    # The registered births are the INE yearbook's, the corrected ones the file's (by name).
-    ine = ine_births().set_index(["codigo_comuna", "anio"])["cantidad"]
-    communes = rows[rows.level == "commune"].set_index(["code", "year"])
-    assert (communes.registered == ine.loc[communes.index]).all()
-    assert communes.loc[("13108", 2012), "corrected"] == commune_corrected("Independencia", 2012)
-    assert communes.loc[("13122", 2012), "corrected"] == commune_corrected("Peñalolen", 2012)
-    assert communes.loc[("13203", 2012), "corrected"] == commune_corrected("San José del Maipo", 2012)
-    region = rows[rows.level == "region"].set_index("year")
-    assert region.loc[2010, ["registered", "corrected"]].tolist() == [101_047, 101_310]
-    # The published rate is the rate on registered births; the other is the same deaths over the corrected births.
-    rated = rows[rows.reason.isna()]
-    assert len(rated) > 500
-    assert (rated.on_registered - rated.published).abs().max() < 1e-12
-    assert ((rated.on_corrected - 1000 * rated.deaths / rated.corrected).abs() < 1e-12).all()
-    positive = rated[rated.deaths > 0]
-    assert ((positive.ratio - positive.registered / positive.corrected).abs() < 1e-12).all()
-    assert rated[rated.deaths == 0].ratio.isna().all()  # no rate to divide: no ratio
-    assert ((rows.factor - rows.corrected / rows.registered).abs() < 1e-12).all()
-    # A commune-year without a rate keeps both births and gives neither rate.
-    unrated = rows[rows.reason.notna()]
-    assert unrated.on_registered.isna().all() and unrated.on_corrected.isna().all() and unrated.deaths.isna().all()
-    assert ("13123", 2018) in set(zip(unrated.code, unrated.year))  # Providencia 2018: -2 derived deaths
+        columns=["indicator", "level", "code", "year", "registered", "corrected", "deaths", "on_registered",
+                 "on_corrected", "ratio", "factor", "basis", "reason", "published"])
+    # The RM's 52 communes and the region, 10 years, for every indicator of the build.
+    assert sorted(set(every.indicator)) == sorted(aggregate_indicators())
+    for indicator, rows in every.groupby("indicator"):
+        multiplier = indicator_multipliers()[indicator]
+        assert len(rows) == 53 * 10 and set(rows.year) == set(range(2010, 2020)), indicator
+        assert set(rows.code) == {"13"} | {c for c in ine_births()["codigo_comuna"] if c.startswith("13")}
+        assert set(rows.basis) == {"registered"}
+        # The registered births are the INE yearbook's, the corrected ones the file's (by name).
+        ine = ine_births().set_index(["codigo_comuna", "anio"])["cantidad"]
+        communes = rows[rows.level == "commune"].set_index(["code", "year"])
+        assert (communes.registered == ine.loc[communes.index]).all()
+        assert communes.loc[("13108", 2012), "corrected"] == commune_corrected("Independencia", 2012)
+        assert communes.loc[("13122", 2012), "corrected"] == commune_corrected("Peñalolen", 2012)
+        assert communes.loc[("13203", 2012), "corrected"] == commune_corrected("San José del Maipo", 2012)
+        region = rows[rows.level == "region"].set_index("year")
+        assert region.loc[2010, ["registered", "corrected"]].tolist() == [101_047, 101_310]
+        # The published rate is the rate on registered births; the other is the same deaths over the
+        # corrected births, per the indicator's multiplier (seeds/indicators.csv).
+        rated, tolerance = rows[rows.reason.isna()], 1e-12 * multiplier / 1000  # 1e-12 per 1000
+        assert len(rated) > 500
+        assert (rated.on_registered - rated.published).abs().max() < tolerance
+        assert ((rated.on_corrected - multiplier * rated.deaths / rated.corrected).abs() < tolerance).all()
+        positive = rated[rated.deaths > 0]
+        assert ((positive.ratio - positive.registered / positive.corrected).abs() < 1e-12).all()
+        assert rated[rated.deaths == 0].ratio.isna().all()  # no rate to divide: no ratio
+        assert ((rows.factor - rows.corrected / rows.registered).abs() < 1e-12).all()
+        # A commune-year without a rate keeps both births and gives neither rate.
+        unrated = rows[rows.reason.notna()]
+        assert unrated.on_registered.isna().all() and unrated.on_corrected.isna().all() and unrated.deaths.isna().all()
+        assert ("13123", 2018) in set(zip(unrated.code, unrated.year))  # Providencia 2018: -2 derived deaths
 
 
 # ---------------------------------------------------------------------------------------------

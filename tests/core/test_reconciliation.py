@@ -16,7 +16,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, query, regions_of, run_dbt, stratifier_communes, stratifier_regions
+from conftest import REPO_ROOT, aggregate_indicators, query, regions_of, run_dbt, stratifier_communes, stratifier_regions
 from raw_counts import derived_commune_years
 
 RAW = REPO_ROOT / "data" / "raw"
@@ -91,17 +91,19 @@ def test_every_stratifier_covering_an_area_adds_up_to_it(bundled_warehouse):
         from quintiles
         inner join covering using (area_level, area_code, indicator, period_start, period_end, stratifier)
         left join areas using (area_level, area_code, indicator, period_start, period_end)""")
-    # The groups expected, from the staged values: each period (13 today), area and stratifier
-    # measured there, unless a commune of the area with births in the period has no value (today
-    # Antártica: region 12 and the country by the 2022 stratifiers; 416 groups of 468).
-    assert rows == [(_groups_whose_ranking_leaves_out_no_commune(bundled_warehouse), 0)]
+    # The groups expected, from the staged values: each indicator of the build, period (13 today),
+    # area and stratifier measured there, unless a commune of the area with births in the period has
+    # no value (today Antártica: region 12 and the country by the 2022 stratifiers; 416 groups of 468
+    # per indicator).
+    assert rows == [(sum(_groups_whose_ranking_leaves_out_no_commune(bundled_warehouse, indicator)
+                         for indicator in aggregate_indicators()), 0)]
 
 
-def _groups_whose_ranking_leaves_out_no_commune(warehouse) -> int:
+def _groups_whose_ranking_leaves_out_no_commune(warehouse, indicator: str) -> int:
     valued = stratifier_communes(warehouse)
     coverage = regions_of(valued)
     years = query(warehouse, "select area_code, region_code, year from marts.fct_area_year_rates "
-                             "where area_level = 'commune' and indicator = 'imr' and live_births > 0")
+                             "where area_level = 'commune' and indicator = ? and live_births > 0", [indicator])
     periods = query(warehouse, "select distinct period_start, period_end from marts.fct_area_period_rates "
                                "union select distinct year, year from marts.fct_area_year_rates")
     regions = {r for _, r, _ in years}

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import REPO_ROOT, copy_of, query, run_unit_tests, unit_test_names
+from conftest import REPO_ROOT, aggregate_indicators, copy_of, query, run_unit_tests, unit_test_names
 
 RAW = REPO_ROOT / "data" / "raw"
 INE_FILE = RAW / "ine_vital_statistics_chile_2010_2019.csv"
@@ -99,7 +99,7 @@ def test_small_counts_stay_published_and_flagged_unreliable(bundled_warehouse, b
     (deaths, rate, unreliable, reason), = query(
         bundled_warehouse,
         "select deaths, rate_per_1000, is_unreliable, unavailable_reason from marts.fct_area_year_rates "
-        "where area_code = '01403' and year = 2010",
+        "where area_code = '01403' and year = 2010 and indicator = 'imr'",
     )
     assert (deaths, rate, unreliable, reason) == (1, 125.0, True, None)
 
@@ -179,18 +179,20 @@ def test_every_region_has_its_yearly_rates_comparisons_and_trends(bundled_wareho
 
 def test_negative_derived_count_is_audited_and_has_no_rate(bundled_warehouse):
     # Providencia 2018: INE 1100 deaths of all ages, DEIS 1102 aged 1+ -> -2 infant deaths.
+    # One audit row and one rate row per indicator of the build: each reads the same derived count.
     audit = query(
         bundled_warehouse,
-        "select check_name, observed_value, affects_results from marts.audit_data_quality "
-        "where commune_code = '13123' and year = 2018",
+        "select indicator, check_name, observed_value, affects_results from marts.audit_data_quality "
+        "where commune_code = '13123' and year = 2018 order by indicator",
     )
-    assert audit == [("negative_derived_count", "deaths=-2 live_births=1857", True)]
-    (deaths, rate, lower, reason), = query(
+    indicators = sorted(aggregate_indicators())
+    assert audit == [(i, "negative_derived_count", "deaths=-2 live_births=1857", True) for i in indicators]
+    rates = query(
         bundled_warehouse,
-        "select deaths, rate_per_1000, ci95_lower, unavailable_reason from marts.fct_area_year_rates "
-        "where area_code = '13123' and year = 2018",
+        "select indicator, deaths, rate_per_1000, ci95_lower, unavailable_reason from marts.fct_area_year_rates "
+        "where area_code = '13123' and year = 2018 order by indicator",
     )
-    assert (deaths, rate, lower, reason) == (None, None, None, "negative_derived_count")
+    assert rates == [(i, None, None, None, "negative_derived_count") for i in indicators]
 
 
 def test_commune_interval_is_the_exact_poisson_interval_by_hand(bundled_warehouse, by_hand):
@@ -198,7 +200,7 @@ def test_commune_interval_is_the_exact_poisson_interval_by_hand(bundled_warehous
     (deaths, births, rate, lower, upper), = query(
         bundled_warehouse,
         "select deaths, live_births, rate_per_1000, ci95_lower, ci95_upper from marts.fct_area_year_rates "
-        "where area_code = '13108' and year = 2010",
+        "where area_code = '13108' and year = 2010 and indicator = 'imr'",
     )
     births_by_hand, all_deaths, aged_1_plus = by_hand[("13108", 2010)]
     assert births == births_by_hand

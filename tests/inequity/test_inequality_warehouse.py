@@ -19,8 +19,8 @@ import shutil
 
 import pytest
 
-from conftest import (COVARIATE_DROPPED, COVARIATE_UNPARSEABLE, REPO_ROOT, THREE_REGIONS, query, run_dbt,
-                      regions_of, stratifier_communes, stratifier_regions)
+from conftest import (COVARIATE_DROPPED, COVARIATE_UNPARSEABLE, REPO_ROOT, THREE_REGIONS, aggregate_indicators,
+                      query, run_dbt, regions_of, stratifier_communes, stratifier_regions)
 
 RAW = REPO_ROOT / "data" / "raw"
 MEASURE_KEYS = "indicator = 'imr' and period_label = '2010-2019' and stratifier = 'income_poverty_2013'"
@@ -107,11 +107,13 @@ def test_single_years_come_from_the_yearly_rates(bundled_warehouse):
                  or case when y.rate_per_1000 is null then 0 else y.live_births end is distinct from m.live_births)""")
     assert mismatches == [(0,)]
     # Providencia 2018 has no rate (negative derived count): no published count, but its signed
-    # counts are in the region's 2018 count and so in its quintile's.
-    assert query(bundled_warehouse, "select deaths, live_births, unpublished_deaths, unpublished_live_births, is_ranked "
+    # counts are in the region's 2018 count and so in its quintile's, for every indicator of the build.
+    assert query(bundled_warehouse, "select indicator, deaths, live_births, unpublished_deaths, "
+                                    "unpublished_live_births, is_ranked "
                                     "from marts.fct_commune_deprivation where commune_code = '13123' "
                                     "and period_kind = 'single_year' and period_start = 2018 "
-                                    "and stratifier = 'income_poverty_2013'") == [(0, 0, -2, 1857, True)]
+                                    "and stratifier = 'income_poverty_2013' order by indicator") == [
+        (indicator, 0, 0, -2, 1857, True) for indicator in sorted(aggregate_indicators())]
     years = query(bundled_warehouse, "select count(distinct period_start) from marts.fct_inequality "
                                      "where period_kind = 'single_year' and measure = 'RII'")
     assert years == [(10,)]
@@ -158,13 +160,14 @@ def test_rii_trend_is_fct_trends_shell_on_the_published_yearly_rii(bundled_wareh
                                                  "count_test_p_value from marts.fct_inequality_trends"),
                         columns=[*keys, "period_start", "period_end", "n_deaths", "count_test_p_value"]
                         ).set_index([*keys, "period_start", "period_end"]).loc[mart.index]
-    # Three periods for each series: in each region the stratifiers whose files give it values (the
-    # RM all of today's; the others the 2022 ones), in the country those that cover every region.
+    # Three periods for each series: for each indicator of the build, in each region the stratifiers
+    # whose files give it values (the RM all of today's; the others the 2022 ones), in the country
+    # those that cover every region.
     coverage = stratifier_regions(bundled_warehouse)
     regions = {r for (r,) in query(bundled_warehouse, "select distinct region_code from marts.fct_commune_vs_region")}
     series = (sum(len(regions & covered) for covered in coverage.values())
               + sum(regions <= covered for covered in coverage.values()))
-    assert len(mart) == len(expected) == series * 3
+    assert len(mart) == len(expected) == len(aggregate_indicators()) * series * 3
     expected = expected.loc[mart.index, columns].astype(object)
     thin = (held["n_deaths"] < 20).to_numpy()
     expected.loc[thin, [c for c in columns if c not in ("n_years", "n_years_used", "trend", "note")]] = None

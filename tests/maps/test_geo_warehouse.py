@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from conftest import query
+from conftest import aggregate_indicators, query
 
 
 def test_dim_commune_neighbours_known_pairs_and_symmetry(bundled_warehouse):
@@ -102,7 +102,10 @@ def test_smoothed_rates_have_exactly_the_rows_and_counts_of_the_comparison(bundl
             or smoothed.region_code is distinct from compared.region_code
             or abs(smoothed.crude_rate_per_1000 - compared.rate_per_1000) > 1e-9""")
     assert mismatches == []
-    # Every commune of the country in each of the three analysis periods of the IMR; 52 x 3 in the RM.
-    assert query(bundled_warehouse, "select count(*) from marts.fct_smoothed_rates")[0][0] == 346 * 3
-    assert query(bundled_warehouse,
-                 "select count(*) from marts.fct_smoothed_rates where region_code = '13'")[0][0] == 52 * 3
+    # Every commune of the country in each of the three analysis periods of each indicator of the
+    # build; 52 x 3 in the RM.
+    indicators = sorted(aggregate_indicators())
+    assert query(bundled_warehouse, "select indicator, count(*) from marts.fct_smoothed_rates "
+                                    "group by 1 order by 1") == [(indicator, 346 * 3) for indicator in indicators]
+    assert query(bundled_warehouse, "select indicator, count(*) from marts.fct_smoothed_rates where region_code = '13' "
+                                    "group by 1 order by 1") == [(indicator, 52 * 3) for indicator in indicators]

@@ -85,9 +85,10 @@ def test_dim_indicator_is_the_seed_and_covers_every_mart(bundled_warehouse):
     rows = query(bundled_warehouse, "select indicator, abbreviation_es, name_en, multiplier, in_aggregates, "
                                     "has_counts from marts.dim_indicator order by sort_order")
     assert [r[0] for r in rows] == list(seed) and len(seed) >= 4
-    assert all(r[3] == 1000 for r in rows)
-    assert [r[0] for r in rows if r[4]] == ["imr"]  # the bundled aggregates give imr only
-    assert [r[0] for r in rows if r[5]] == ["imr"]
+    assert [r[3] for r in rows] == [int(row["multiplier"]) for row in seed.values()]
+    assert [r[4] for r in rows] == [row["in_aggregates"] == "true" for row in seed.values()]
+    # The bundled aggregates count infant deaths: the indicators that read them have counts (imr among them).
+    assert [r[0] for r in rows if r[5]] == [r[0] for r in rows if r[4]] and "imr" in [r[0] for r in rows if r[5]]
     for mart in ("fct_area_year_rates", "fct_commune_vs_region", "fct_trends", "fct_area_period_rates"):
         (outside,), = query(bundled_warehouse, f"select count(*) from marts.{mart} "
                                                "where indicator not in (select indicator from marts.dim_indicator)")

@@ -25,7 +25,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from conftest import REPO_ROOT, THREE_REGIONS, query, run_dbt
+from conftest import REPO_ROOT, THREE_REGIONS, aggregate_indicators, query, run_dbt
 from infant_mortality import report
 from infant_mortality.statistics.poisson import funnel_count_limits, poisson_ci
 from infant_mortality.report.browser import Browser, find_axe, page_url
@@ -794,19 +794,22 @@ def test_the_bym2_and_cluster_maps_have_a_text_alternative(bundled_warehouse, pa
     rows = embedded(text)["data-fig-map-05-bym2"]["rows"]
     (n_rows,) = query(bundled_warehouse, "select count(*) from marts.fct_bym2_rates where region_code = '05'")[0]
     assert len(rows) == n_rows
-    pascua = next(cells for _, cells in rows if cells[0] == "Isla de Pascua" and cells[1].endswith("2010-2019"))
-    rate, lo, hi, prob = query(bundled_warehouse, "select bym2_rate_per_1000, bym2_ci95_lower, bym2_ci95_upper, "
-                                                  "bym2_prob_exceeds_region from marts.fct_bym2_rates where "
-                                                  "commune_code = '05201' and period_start = 2010 and period_end = 2019")[0]
+    (abbreviation,), = query(bundled_warehouse, f"select abbreviation_{lang} from marts.dim_indicator "
+                                                "where indicator = 'imr'")
+    pascua = next(cells for _, cells in rows if cells[0] == "Isla de Pascua" and cells[1] == f"{abbreviation} · 2010-2019")
+    (rate, lo, hi, prob), = query(bundled_warehouse, "select bym2_rate_per_1000, bym2_ci95_lower, bym2_ci95_upper, "
+                                                     "bym2_prob_exceeds_region from marts.fct_bym2_rates where "
+                                                     "commune_code = '05201' and indicator = 'imr' "
+                                                     "and period_start = 2010 and period_end = 2019")
     assert pascua[2] == [fmt(rate), rate] and pascua[3] == fmt_cri(lo, hi) and pascua[4] == [fmt(prob, 3), prob]
     assert pascua[5] == exceedance_class_label(2) and pascua[6] == t("map.island")
     assert pascua[7] == cluster_label("no neighbours")
-    # The clusters in words, for every indicator and period of the map's menu.
+    # The clusters in words, for every indicator and period of the map's menu (3 periods per indicator).
     region = text[text.index('<section class="region-block" data-region="13"'):]
     block = region[region.index(f"<summary>{t('map.clusters.summary')}</summary>"):]
     block = html.unescape(block[:block.index("</details>")])
     assert block.count("<li>") == len({o["combo"] for o in figures(text)["fig-map-13"]["layout"]["meta"]["options"]
-                                       if o["combo"]}) == 3
+                                       if o["combo"]}) == 3 * len(aggregate_indicators())
 
 
 def test_every_figure_states_its_finding_from_the_marts(bundled_warehouse, page):

@@ -6,7 +6,7 @@ import pyogrio
 import pytest
 import shapely
 
-from conftest import REPO_ROOT, query
+from conftest import REPO_ROOT, aggregate_indicators, query
 from infant_mortality.tools.gis import SPATIAL_COLUMNS, write_geopackage
 
 
@@ -66,18 +66,22 @@ def test_indicators_layer_joins_comparison_and_smoothing_per_indicator_and_perio
     smoothed = _columns(bundled_warehouse, "fct_smoothed_rates")
     spatial = [c for columns in SPATIAL_COLUMNS.values() for c in columns]
     assert table.column_names == [*compared, *[c for c in smoothed if c not in compared], *spatial, "geom"]
-    # Every commune of the country in each of the three IMR analysis periods.
-    assert table.num_rows == query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region")[0][0] == 346 * 3
-    # Only Antártica (12202, no polygon) lacks a geometry: its three rows are kept, as in the communes layer.
+    # Every commune of the country in each of the three analysis periods of each indicator of the build.
+    n_indicators = len(aggregate_indicators())
+    assert table.num_rows == query(bundled_warehouse, "select count(*) from marts.fct_commune_vs_region")[0][0] \
+        == n_indicators * 346 * 3
+    assert sorted(set(table["indicator"].to_pylist())) == sorted(aggregate_indicators())
+    # Only Antártica (12202, no polygon) lacks a geometry: its rows are kept, as in the communes layer.
     codes, geometries = table["commune_code"].to_pylist(), table["geom"].to_pylist()
-    assert sorted(code for code, geom in zip(codes, geometries) if geom is None) == ["12202"] * 3
-    expected = dict(((r[0], r[1], r[2]), (r[3], r[4])) for r in query(bundled_warehouse, """
-        select commune_code, period_start, period_end, prob_exceeds_region, eb_global_rate_per_1000
-        from marts.fct_smoothed_rates where indicator = 'imr'"""))
-    got = zip(table["commune_code"].to_pylist(), table["period_start"].to_pylist(), table["period_end"].to_pylist(),
-              table["prob_exceeds_region"].to_pylist(), table["eb_global_rate_per_1000"].to_pylist())
-    for code, start, end, prob, eb in got:
-        assert (prob, eb) == pytest.approx(expected[(code, start, end)])
+    assert sorted(code for code, geom in zip(codes, geometries) if geom is None) == ["12202"] * 3 * n_indicators
+    expected = dict(((r[0], r[1], r[2], r[3]), (r[4], r[5])) for r in query(bundled_warehouse, """
+        select commune_code, indicator, period_start, period_end, prob_exceeds_region, eb_global_rate_per_1000
+        from marts.fct_smoothed_rates"""))
+    got = zip(table["commune_code"].to_pylist(), table["indicator"].to_pylist(), table["period_start"].to_pylist(),
+              table["period_end"].to_pylist(), table["prob_exceeds_region"].to_pylist(),
+              table["eb_global_rate_per_1000"].to_pylist())
+    for code, indicator, start, end, prob, eb in got:
+        assert (prob, eb) == pytest.approx(expected[(code, indicator, start, end)])
     assert table["rank_in_region"].type.bit_width == 32 and str(table["is_unreliable"].type) == "bool"
 
 
@@ -112,8 +116,9 @@ def test_a_missing_geometry_is_null_as_the_readme_says(geopackage):
     what GDAL and QGIS read as a feature without geometry), and the GIS page (docs/using/gis.md, once the README) says so."""
     import sqlite3
 
+    # Antártica's one row in the communes layer; in the indicators layer one per indicator and period.
     with sqlite3.connect(geopackage) as con:
-        for layer, rows in (("communes", 1), ("commune_indicators", 3)):
+        for layer, rows in (("communes", 1), ("commune_indicators", 3 * len(aggregate_indicators()))):
             assert con.execute(f"select count(*) from {layer} where geom is null").fetchone()[0] == rows
             assert con.execute(f"select count(*) from {layer} where commune_code = '12202' and geom is null"
                                ).fetchone()[0] == rows

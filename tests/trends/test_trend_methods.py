@@ -39,7 +39,10 @@ def test_the_trend_model_fits_exactly_the_seed_s_methods_with_the_seed_s_fitters
         # MART_METHODS' None: the fitter of var trend_prais_variant (default: the seed's).
         fitter = trends.MART_METHODS[row["method"]] or DECLARED["trend_prais_variant"]
         assert row["fitter"] == fitter and fitter in FITTERS, row
-        assert get_fitter(fitter).label == row["label_en"], row  # fct_trends.method_label on its rows
+        # fct_trends.method_label on its rows is the fitter's label: the seed's English name must be it.
+        assert get_fitter(fitter).label == row["label_en"], (
+            f"{row['method']}: label_en {row['label_en']!r} is not its fitter {fitter!r}'s label "
+            f"{get_fitter(fitter).label!r} (dim_trend_method.label_en is the default fitter's own)")
 
 
 def test_the_var_check_accepts_exactly_the_seed_s_methods():

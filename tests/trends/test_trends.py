@@ -372,7 +372,9 @@ def test_a_new_fitter_is_one_registry_line(monkeypatch):
     plain = fit_trends(rates, _periods((2005, 2014)), method="plain", rhotype="dw")
     ols = fit_trends(rates, _periods((2005, 2014)), method="ols")
     pd.testing.assert_frame_equal(plain.drop(columns="fitter"), ols.drop(columns="fitter"))
-    assert set(plain.fitter) == {"plain", "poisson", "joinpoint"}
+    # `method` picks the fitter of prais_winsten only; every other method keeps the seed's fitter.
+    assert set(plain.fitter) == {"plain" if method == "prais_winsten" else fitter for method, fitter in
+                                 zip(seed_column("trend_methods.csv", "method"), seed_column("trend_methods.csv", "fitter"))}
     # Options of another method are not passed to a fitter that does not declare them.
     assert trend_fitters.get_fitter("ols", rhotype="dw", gaps="restart").label == "OLS"
     assert trend_fitters.get_fitter("corc", rhotype="dw").rhotype == "dw"
@@ -583,7 +585,9 @@ def test_an_increase_or_decrease_stands_only_where_the_count_model_says_the_same
     rates = _rates({("commune", "d", "imr"): RESEARCH_NOTE_IMR}, births=20000)
     out = fit_trends(rates, _periods((2005, 2014)))
     assert set(out.trend) == {"decreasing"}
-    assert (out.n_methods_classed == 3).all() and (out.n_methods_agreeing == 3).all()
+    methods = seed_column("trend_methods.csv", "method")
+    assert sorted(out.method) == sorted(methods)
+    assert (out.n_methods_classed == len(methods)).all() and (out.n_methods_agreeing == len(methods)).all()
     assert (out.methods_disagreeing == "").all()
     # Ñuñoa 2010-2019 (bundled data), 150 deaths. Prais-Winsten on the log rates (rho = -0.33)
     # finds a decrease (p = 0.037); the count model, whose variance grows with the Pearson
@@ -607,20 +611,27 @@ def test_an_increase_or_decrease_stands_only_where_the_count_model_says_the_same
 def test_method_agreement_names_every_method_that_classes_a_series_otherwise():
     from infant_mortality.statistics.trends import method_agreement
 
-    series = ["area_code"]
-    rows = pd.DataFrame({"area_code": ["a"] * 3 + ["b"] * 3,
-                         "method": seed_column("trend_methods.csv", "method") * 2,
-                         "trend": ["stationary", "decreasing", "decreasing",
-                                   "not_confirmed", "stationary", "stationary"]})
-    out = method_agreement(rows, series).set_index(["area_code", "method"])
-    assert out.loc[("a", "prais_winsten"), "n_methods_agreeing"] == 1
-    assert out.loc[("a", "prais_winsten"), "methods_disagreeing"] == "poisson, joinpoint"
-    assert out.loc[("a", "joinpoint"), "n_methods_agreeing"] == 2
-    assert out.loc[("a", "joinpoint"), "methods_disagreeing"] == "prais_winsten"
-    assert (out.loc["a", "n_methods_classed"] == 3).all()
-    assert (out.loc["b", "n_methods_classed"] == 2).all()
-    assert out.loc[("b", "poisson"), "methods_disagreeing"] == ""
-    assert pd.isna(out.loc[("b", "prais_winsten"), "n_methods_agreeing"])
+    # The seed's methods, in its order (methods_disagreeing's); the rows come in reverse order, so
+    # the names are sorted by the function. Series a: the first method says stationary, every
+    # other decreasing. Series b: the first has no class (not_confirmed), every other stationary.
+    first, *others = seed_column("trend_methods.csv", "method")
+    assert len(others) >= 2
+    rows = pd.DataFrame({"area_code": ["a"] * (1 + len(others)) + ["b"] * (1 + len(others)),
+                         "method": [first, *others] * 2,
+                         "trend": ["stationary", *["decreasing"] * len(others),
+                                   "not_confirmed", *["stationary"] * len(others)]}).iloc[::-1]
+    out = method_agreement(rows, ["area_code"]).set_index(["area_code", "method"])
+    assert out.loc[("a", first), "n_methods_agreeing"] == 1
+    assert out.loc[("a", first), "methods_disagreeing"] == ", ".join(others)
+    for method in others:
+        assert out.loc[("a", method), "n_methods_agreeing"] == len(others)
+        assert out.loc[("a", method), "methods_disagreeing"] == first
+        assert out.loc[("b", method), "n_methods_agreeing"] == len(others)
+        assert out.loc[("b", method), "methods_disagreeing"] == ""
+    assert (out.loc["a", "n_methods_classed"] == 1 + len(others)).all()
+    assert (out.loc["b", "n_methods_classed"] == len(others)).all()
+    assert pd.isna(out.loc[("b", first), "n_methods_agreeing"])
+    assert pd.isna(out.loc[("b", first), "methods_disagreeing"])
 
 
 def test_a_rate_per_100000_changes_only_the_intercept_of_every_method():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import query, seed_column
+from conftest import aggregate_indicators, query, seed_column
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 
 
@@ -128,12 +128,14 @@ def test_no_prais_winsten_class_rests_on_an_unconverged_fit_or_rho_near_a_unit_r
     rows = query(
         bundled_warehouse,
         "select area_name, method, trend, n_deaths from marts.fct_trends where area_name in "
-        "('Isla de Pascua', 'Cholchol', 'Gorbea') and period_start = 2010 and period_end = 2019")
-    assert len(rows) == 9
+        "('Isla de Pascua', 'Cholchol', 'Gorbea') and indicator = 'imr' and period_start = 2010 and period_end = 2019")
+    assert sorted((name, method) for name, method, _, _ in rows) == sorted(
+        (name, method) for name in ("Isla de Pascua", "Cholchol", "Gorbea")
+        for method in seed_column("trend_methods.csv", "method"))
     assert all(trend == "insufficient_data" and deaths < 20 for _, _, trend, deaths in rows)
     # Tirúa 2010-2019 never converged (its p swung with the stopping point): no class either.
     (tirua,), = query(bundled_warehouse, "select trend from marts.fct_trends where area_name = 'Tirúa' "
-                      "and period_start = 2010 and period_end = 2019 and method = 'prais_winsten'")
+                      "and indicator = 'imr' and period_start = 2010 and period_end = 2019 and method = 'prais_winsten'")
     assert tirua in ("not_estimable", "insufficient_data")
 
 
@@ -142,31 +144,33 @@ def test_every_poisson_row_is_statsmodels_quasi_poisson_glm(bundled_warehouse):
 
     years = query(
         bundled_warehouse,
-        "select r.area_level, r.area_code, p.period_start, p.period_end, list(r.year order by r.year), "
+        "select r.area_level, r.area_code, r.indicator, p.period_start, p.period_end, list(r.year order by r.year), "
         "list(r.deaths order by r.year), list(r.live_births order by r.year) "
         "from marts.fct_area_year_rates r join marts.fct_trends p on r.area_level = p.area_level "
         "and r.area_code = p.area_code and r.indicator = p.indicator and p.method = 'poisson' "
         "and r.year between p.period_start and p.period_end "
         "where r.rate_per_1000 is not null and r.live_births > 0 group by all")
-    fitted = {(level, code, start, end): (slope, scale) for level, code, start, end, slope, scale in query(
+    fitted = {tuple(key): (slope, scale) for *key, slope, scale in query(
         bundled_warehouse,
-        "select area_level, area_code, period_start, period_end, slope_log10, dispersion "
+        "select area_level, area_code, indicator, period_start, period_end, slope_log10, dispersion "
         "from marts.fct_trends where method = 'poisson'")}
-    assert len(fitted) == 3 * (346 + 16 + 1)
+    indicators = aggregate_indicators()
+    assert len(fitted) == len(indicators) * 3 * (346 + 16 + 1)
     compared = {"commune": 0, "region": 0, "country": 0}
-    for level, code, start, end, yr, deaths, births in years:
-        slope, scale = fitted[(level, code, start, end)]
+    for level, code, indicator, start, end, yr, deaths, births in years:
+        key = (level, code, indicator, start, end)
+        slope, scale = fitted[key]
         if slope is None:  # fewer than 5 years or 20 deaths (not fitted), or no finite maximum
-            assert len(yr) < 5 or sum(deaths) < 20 or max(deaths) == sum(deaths), (level, code, start, end)
+            assert len(yr) < 5 or sum(deaths) < 20 or max(deaths) == sum(deaths), key
             continue
         glm = sm.GLM(np.array(deaths, dtype=float), sm.add_constant(np.array(yr, dtype=float)),
                      family=sm.families.Poisson(), offset=np.log(births)).fit(scale="X2")
-        assert abs(slope * np.log(10) - glm.params[1]) < 1e-6, (level, code, start, end)
-        assert scale == pytest.approx(glm.scale, rel=1e-6)
+        assert abs(slope * np.log(10) - glm.params[1]) < 1e-6, key
+        assert scale == pytest.approx(glm.scale, rel=1e-6), key
         compared[level] += 1
     (fitted_communes,), = query(bundled_warehouse, "select count(*) from marts.fct_trends "
                                 "where method = 'poisson' and area_level = 'commune' and slope_log10 is not null")
-    assert compared["region"] == 48 and compared["country"] == 3
+    assert compared["region"] == len(indicators) * 48 and compared["country"] == len(indicators) * 3
     assert compared["commune"] == fitted_communes > 300
 
 
