@@ -157,10 +157,7 @@ def run_unit_tests(duckdb_path: Path, dbt_vars: dict | None = None) -> tuple[set
 def seed_column(seed: str, column: str) -> list[str]:
     """One column of a seed, in its order: the lists (indicators, stratifiers, trend methods)
     that tests loop over instead of spelling them (tests/house/test_one_home.py)."""
-    import csv
-
-    with open(REPO_ROOT / "seeds" / seed, encoding="utf-8") as handle:
-        return [row[column] for row in csv.DictReader(handle)]
+    return [row[column] for row in seed_rows(seed)]
 
 
 def stratifier_communes(duckdb_path: Path) -> dict[str, dict[str, str]]:
