@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from infant_mortality.report.combos import apply_default_visibility, combos_of, menu, visibility, with_rate
+from infant_mortality.report.combos import (
+    apply_default_visibility,
+    combos_of,
+    frames_by_combo,
+    menu,
+    visibility,
+    with_rate,
+)
 from infant_mortality.report.formats import fmt, fmt_ci, nums, unit
 from infant_mortality.report.labels import funnel_label
 from infant_mortality.report.style import (
@@ -128,14 +135,15 @@ def option_layout(combo, kind: str, curve: pd.DataFrame, region_name: str, lo: f
 
 def add_option(fig: go.Figure, comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: pd.DataFrame, combo,
                kind: str, region_name: str, region_code: str) -> tuple[list[int], dict]:
-    """The traces of one combo and kind of limits: (their indexes, the option's relayout)."""
+    """The traces of one combo and kind of limits: (their indexes, the option's relayout);
+    `comparison` and `limits` hold the combo's rows."""
     category = LIMIT_KINDS[kind][1]
-    df = with_rate(combo.select(comparison))
+    df = with_rate(comparison)
     df = df.assign(funnel_category=df[category].fillna("uncategorised"))
     reg = pooled_rate(area_periods, combo)
     region_rate = reg["rate_per_1000"] if reg is not None else None
     lo, hi, y_top = axis_spans(df, region_rate)
-    curve = combo.select(limits).sort_values("grid_point")
+    curve = limits.sort_values("grid_point")
     idx = []
     if region_rate is not None and not curve.empty:
         idx += add_limits(fig, curve, combo, kind, region_rate, lo, hi, region_code)
@@ -158,10 +166,12 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
     not squash the plot. On a phone the labels are hidden (hover or tap shows the name).
     """
     combos = combos_of(comparison)
+    by_combo, limits_by_combo = frames_by_combo(comparison), frames_by_combo(limits)
     fig = go.Figure()
     groups, layouts, labels = [], [], []
     for combo, kind in [(c, k) for c in combos for k in LIMIT_KINDS]:
-        idx, layout = add_option(fig, comparison, area_periods, limits, combo, kind, region_name, region_code)
+        idx, layout = add_option(fig, by_combo[combo], area_periods, limits_by_combo.get(combo, limits.iloc[:0]), combo,
+                                 kind, region_name, region_code)
         groups.append(idx)
         layouts.append(layout)
         labels.append(t(f"funnel.option.{kind}", combo=combo.label))
