@@ -128,15 +128,12 @@ SCALES = {
 
 def _colours(values, scale: str, lo: float, hi: float) -> list[str]:
     """The fill of each value on the scale (saturating beyond lo and hi); NO_DATA for none."""
-    out = []
-    for v in values:
-        v = num(v)
-        if v is None:
-            out.append(NO_DATA)
-        else:
-            t = min(1.0, max(0.0, (v - lo) / (hi - lo) if hi > lo else 0.5))
-            out.append(pc.sample_colorscale(SCALES[scale], [t])[0])
-    return out
+    values = nums(values)
+    points = [min(1.0, max(0.0, (v - lo) / (hi - lo) if hi > lo else 0.5)) for v in values if v is not None]
+    # One call for all the points: plotly validates the whole scale on every call, and samples
+    # each point on its own.
+    sampled = iter(pc.sample_colorscale(SCALES[scale], points) if points else [])
+    return [NO_DATA if v is None else next(sampled) for v in values]
 
 
 @dataclass
