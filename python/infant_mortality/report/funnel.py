@@ -27,6 +27,7 @@ from infant_mortality.report.style import (
     base_layout,
     legend_below,
     narrow_layout,
+    scatter,
     place_labels,
 )
 from infant_mortality.report.i18n import t
@@ -67,12 +68,12 @@ def add_limits(fig: go.Figure, curve: pd.DataFrame, combo, kind: str, region_rat
         lower = curve[f"{prefix}lower_{column}_per_1000"].to_numpy(float)
         upper = curve[f"{prefix}upper_{column}_per_1000"].to_numpy(float)
         idx.append(len(fig.data))
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(grid) + [None] + nums(grid), y=nums(upper) + [None] + nums(lower), mode="lines",
             line=dict(color="#555", dash=dash, width=1.3), name=name, legendgroup=name, hoverinfo="skip",
             meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level, limits=kind)))
     idx.append(len(fig.data))
-    fig.add_trace(go.Scatter(
+    fig.add_trace(scatter(
         x=[lo, hi], y=[region_rate, region_rate], mode="lines", line=dict(color="#222", width=1.5),
         name=t("funnel.region"),
         hovertemplate=t("funnel.region.hover", rate=fmt(region_rate), unit=unit(combo.indicator)) + "<extra></extra>",
@@ -110,7 +111,7 @@ def add_categories(fig: go.Figure, df: pd.DataFrame, combo, kind: str, region_co
         ]
         with_text = cat not in ("within", "uncategorised")
         open_symbol = FUNNEL_SYMBOLS[cat].endswith("-open")
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(sub["live_births"]), y=nums(sub["rate_per_1000"]),
             mode="markers+text" if with_text else "markers", name=funnel_label(cat), legendgroup=cat,
             marker=dict(color=FUNNEL_COLOURS[cat], size=10, symbol=FUNNEL_SYMBOLS[cat],

@@ -83,6 +83,12 @@ def base_layout(**kw) -> dict:
     return layout
 
 
+def scatter(**props) -> dict:
+    """A scatter trace as a plain dict for `fig.add_trace`, which validates it once: a
+    `go.Scatter` is validated when built and again when added (the output is the same)."""
+    return dict(type="scatter", **props)
+
+
 def legend_below(fig: go.Figure, px: int = 62) -> None:
     """Horizontal legend `px` pixels below the plot area (below the x-axis title)."""
     m = fig.layout.margin
