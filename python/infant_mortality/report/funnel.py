@@ -96,6 +96,9 @@ def label_positions(df: pd.DataFrame, lo: float, hi: float, y_top: float) -> lis
 
 def add_categories(fig: go.Figure, df: pd.DataFrame, combo, kind: str, region_code: str) -> list[int]:
     """One trace per funnel category of the communes (with `_pos`, their labels' places); their indexes."""
+    # Only the columns drawn: selecting rows and iterating them costs per column.
+    df = df[["commune_name", "funnel_category", "_pos", "live_births", "deaths", "rate_per_1000", "ci95_lower",
+             "ci95_upper", "rate_ratio"]]
     idx = []
     for cat in FUNNEL_COLOURS:
         sub = df[df["funnel_category"] == cat]
