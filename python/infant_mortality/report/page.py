@@ -101,7 +101,8 @@ class FigureStore:
         """The figure in a <figure>: its menu (an HTML select, reachable by keyboard), the plot, and
         as caption the finding (its text alternative) and where its data table is."""
         self.add(fig_id, fig)
-        meta = (fig["layout"] if isinstance(fig, dict) else fig.layout.to_plotly_json()).get("meta") or {}
+        # The layout's meta as it is (a go.Layout's to_plotly_json copies the whole layout).
+        meta = (fig["layout"].get("meta") if isinstance(fig, dict) else fig.layout.meta) or {}
         options = meta.get("menu") or []
         select = ""
         if options:
