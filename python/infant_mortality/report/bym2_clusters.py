@@ -33,6 +33,7 @@ from infant_mortality.report.style import (
     NO_DATA,
     PATTERN_INK,
     PATTERN_INK_ON_DARK,
+    scatter,
 )
 
 # Cluster types that are not a cluster: tested and not significant, or not tested (no neighbours).
@@ -130,7 +131,7 @@ def hover_lines(m: ModelValues, j: int) -> str:
 def add_key(fig: go.Figure, combo, measure: str, key: str, label: str, colour: str, pattern: str,
             ink: str = PATTERN_INK) -> int:
     """One entry of a discrete legend (an empty filled trace: its swatch shows colour and hatching); its index."""
-    fig.add_trace(go.Scatter(x=[None, None], y=[None, None], mode="lines", fill="toself", name=label,
+    fig.add_trace(scatter(x=[None, None], y=[None, None], mode="lines", fill="toself", name=label,
                              line=dict(color="#777", width=1),  # a white swatch stays visible
                              fillcolor=colour, fillpattern=dict(shape=pattern, fgcolor=ink, size=7),
                              meta=dict(figure="map", kind="legend", combo=combo.key, measure=measure, key=key)))
@@ -150,7 +151,7 @@ def island_keys(fig: go.Figure, geo, combo, measure: str, m: ModelValues) -> lis
     shown = []
     for k, (xa, ya) in enumerate(geo.panels):
         shown.append(len(fig.data))
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(seats["longitude"]), y=nums(seats["latitude"]), xaxis=xa, yaxis=ya, mode="markers",
             marker=dict(symbol=ISLAND_SYMBOL, size=18, color="#000", line=dict(width=2)), name=t("map.island"),
             showlegend=k == 0, hoverinfo="skip", customdata=seats["commune_code"].tolist(),

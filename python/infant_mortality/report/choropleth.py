@@ -49,6 +49,7 @@ from infant_mortality.report.style import (
     base_layout,
     legend_below,
     narrow_layout,
+    scatter,
     place_labels,
 )
 from infant_mortality.report.i18n import t
@@ -128,15 +129,12 @@ SCALES = {
 
 def _colours(values, scale: str, lo: float, hi: float) -> list[str]:
     """The fill of each value on the scale (saturating beyond lo and hi); NO_DATA for none."""
-    out = []
-    for v in values:
-        v = num(v)
-        if v is None:
-            out.append(NO_DATA)
-        else:
-            t = min(1.0, max(0.0, (v - lo) / (hi - lo) if hi > lo else 0.5))
-            out.append(pc.sample_colorscale(SCALES[scale], [t])[0])
-    return out
+    values = nums(values)
+    points = [min(1.0, max(0.0, (v - lo) / (hi - lo) if hi > lo else 0.5)) for v in values if v is not None]
+    # One call for all the points: plotly validates the whole scale on every call, and samples
+    # each point on its own.
+    sampled = iter(pc.sample_colorscale(SCALES[scale], points) if points else [])
+    return [NO_DATA if v is None else next(sampled) for v in values]
 
 
 @dataclass
@@ -214,7 +212,7 @@ def add_polygons(fig: go.Figure, geo: MapGeometry) -> list[int]:
         for code in geo.seats["commune_code"]:
             xs, ys = _path(geo.rings_by_code[code])
             poly_idx.append(len(fig.data))
-            fig.add_trace(go.Scatter(x=xs, y=ys, xaxis=xa, yaxis=ya, mode="lines", fill="toself", fillcolor=NO_DATA,
+            fig.add_trace(scatter(x=xs, y=ys, xaxis=xa, yaxis=ya, mode="lines", fill="toself", fillcolor=NO_DATA,
                                      line=dict(color="#777", width=0.6), hoverinfo="skip", showlegend=False,
                                      meta=dict(figure="map", kind="polygon", commune_code=code, panel=_panel_name(k))))
     return poly_idx
@@ -239,7 +237,7 @@ def add_names(fig: go.Figure, geo: MapGeometry, comparison: pd.DataFrame) -> Non
         df = (seats[geo.in_core] if k else seats[~geo.in_core]).sort_values("_births", ascending=False)
         if df.empty:
             continue
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(df["longitude"]), y=nums(df["latitude"]), xaxis=xa, yaxis=ya, mode="text",
             text=df["commune_name"].tolist(), textposition=_label_positions(geo, k, df),
             textfont=dict(size=LABEL_FONT_PX, color="#222"), hoverinfo="skip", showlegend=False,
@@ -292,7 +290,7 @@ def add_hover(fig: go.Figure, geo: MapGeometry, combo, v: ComboValues, m: ModelV
     hover_idx = []
     for k, (xa, ya) in enumerate(geo.panels):
         hover_idx.append(len(fig.data))
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(geo.seats["longitude"]), y=nums(geo.seats["latitude"]), xaxis=xa, yaxis=ya, mode="markers",
             marker=dict(size=14, opacity=0), hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
             customdata=[[n, cr, e, p, r, *m.customdata(j)] for j, (n, cr, e, p, r) in
@@ -332,7 +330,7 @@ COLOURBAR_NARROW = {"marker.colorbar.orientation": "h", "marker.colorbar.x": 0, 
 def add_colourbar(fig: go.Figure, combo, measure: str, scale: str, lo: float, hi: float, bar: dict) -> int:
     """The colour bar of a measure (an empty trace showing only its scale); its index."""
     bar = dict(bar)
-    fig.add_trace(go.Scatter(
+    fig.add_trace(scatter(
         x=[None], y=[None], mode="markers", hoverinfo="skip", showlegend=False,
         marker=dict(color=[lo], colorscale=SCALES[scale], cmin=lo, cmax=hi, showscale=True,
                     colorbar=dict(title=dict(text=bar.pop("title"), font=dict(size=12)), len=0.6,
@@ -393,7 +391,7 @@ def trend_option(fig: go.Figure, geo: MapGeometry, ind: str, window, combos, tre
     for cls in TREND_COLOURS:
         if cls in classes:
             legend_idx.append(len(fig.data))
-            fig.add_trace(go.Scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
+            fig.add_trace(scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
                                      name=t("map.trend.legend", cls=trend_label(cls)),
                                      fillcolor=TREND_COLOURS[cls],
                                      fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),

@@ -45,6 +45,14 @@ class Combo:
         ]
 
 
+def frames_by_combo(df: pd.DataFrame) -> dict:
+    """`combo.select(df)` of every combo at once (one grouping, not three masks per combo)."""
+    if not len(df):
+        return {}
+    groups = df.groupby(["indicator", "period_start", "period_end"], sort=False)
+    return {Combo(ind, int(start), int(end)): rows for (ind, start, end), rows in groups}
+
+
 def with_rate(df: pd.DataFrame) -> pd.DataFrame:
     """The rows that have a pooled rate (a commune without live births in the period has none;
     the page lists those in a note)."""

@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from infant_mortality.report.combos import apply_default_visibility, combos_of, menu, visibility, with_rate
+from infant_mortality.report.combos import (
+    apply_default_visibility,
+    combos_of,
+    frames_by_combo,
+    menu,
+    visibility,
+    with_rate,
+)
 from infant_mortality.report.formats import fmt, fmt_ci, nums, unit
 from infant_mortality.report.labels import funnel_label
 from infant_mortality.report.style import (
@@ -20,6 +27,7 @@ from infant_mortality.report.style import (
     base_layout,
     legend_below,
     narrow_layout,
+    scatter,
     place_labels,
 )
 from infant_mortality.report.i18n import t
@@ -60,12 +68,12 @@ def add_limits(fig: go.Figure, curve: pd.DataFrame, combo, kind: str, region_rat
         lower = curve[f"{prefix}lower_{column}_per_1000"].to_numpy(float)
         upper = curve[f"{prefix}upper_{column}_per_1000"].to_numpy(float)
         idx.append(len(fig.data))
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(grid) + [None] + nums(grid), y=nums(upper) + [None] + nums(lower), mode="lines",
             line=dict(color="#555", dash=dash, width=1.3), name=name, legendgroup=name, hoverinfo="skip",
             meta=dict(figure="funnel", region_code=region_code, combo=combo.key, level=level, limits=kind)))
     idx.append(len(fig.data))
-    fig.add_trace(go.Scatter(
+    fig.add_trace(scatter(
         x=[lo, hi], y=[region_rate, region_rate], mode="lines", line=dict(color="#222", width=1.5),
         name=t("funnel.region"),
         hovertemplate=t("funnel.region.hover", rate=fmt(region_rate), unit=unit(combo.indicator)) + "<extra></extra>",
@@ -88,6 +96,9 @@ def label_positions(df: pd.DataFrame, lo: float, hi: float, y_top: float) -> lis
 
 def add_categories(fig: go.Figure, df: pd.DataFrame, combo, kind: str, region_code: str) -> list[int]:
     """One trace per funnel category of the communes (with `_pos`, their labels' places); their indexes."""
+    # Only the columns drawn: selecting rows and iterating them costs per column.
+    df = df[["commune_name", "funnel_category", "_pos", "live_births", "deaths", "rate_per_1000", "ci95_lower",
+             "ci95_upper", "rate_ratio"]]
     idx = []
     for cat in FUNNEL_COLOURS:
         sub = df[df["funnel_category"] == cat]
@@ -103,7 +114,7 @@ def add_categories(fig: go.Figure, df: pd.DataFrame, combo, kind: str, region_co
         ]
         with_text = cat not in ("within", "uncategorised")
         open_symbol = FUNNEL_SYMBOLS[cat].endswith("-open")
-        fig.add_trace(go.Scatter(
+        fig.add_trace(scatter(
             x=nums(sub["live_births"]), y=nums(sub["rate_per_1000"]),
             mode="markers+text" if with_text else "markers", name=funnel_label(cat), legendgroup=cat,
             marker=dict(color=FUNNEL_COLOURS[cat], size=10, symbol=FUNNEL_SYMBOLS[cat],
@@ -128,14 +139,15 @@ def option_layout(combo, kind: str, curve: pd.DataFrame, region_name: str, lo: f
 
 def add_option(fig: go.Figure, comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: pd.DataFrame, combo,
                kind: str, region_name: str, region_code: str) -> tuple[list[int], dict]:
-    """The traces of one combo and kind of limits: (their indexes, the option's relayout)."""
+    """The traces of one combo and kind of limits: (their indexes, the option's relayout);
+    `comparison` and `limits` hold the combo's rows."""
     category = LIMIT_KINDS[kind][1]
-    df = with_rate(combo.select(comparison))
+    df = with_rate(comparison)
     df = df.assign(funnel_category=df[category].fillna("uncategorised"))
     reg = pooled_rate(area_periods, combo)
     region_rate = reg["rate_per_1000"] if reg is not None else None
     lo, hi, y_top = axis_spans(df, region_rate)
-    curve = combo.select(limits).sort_values("grid_point")
+    curve = limits.sort_values("grid_point")
     idx = []
     if region_rate is not None and not curve.empty:
         idx += add_limits(fig, curve, combo, kind, region_rate, lo, hi, region_code)
@@ -158,10 +170,12 @@ def funnel_figure(comparison: pd.DataFrame, area_periods: pd.DataFrame, limits: 
     not squash the plot. On a phone the labels are hidden (hover or tap shows the name).
     """
     combos = combos_of(comparison)
+    by_combo, limits_by_combo = frames_by_combo(comparison), frames_by_combo(limits)
     fig = go.Figure()
     groups, layouts, labels = [], [], []
     for combo, kind in [(c, k) for c in combos for k in LIMIT_KINDS]:
-        idx, layout = add_option(fig, comparison, area_periods, limits, combo, kind, region_name, region_code)
+        idx, layout = add_option(fig, by_combo[combo], area_periods, limits_by_combo.get(combo, limits.iloc[:0]), combo,
+                                 kind, region_name, region_code)
         groups.append(idx)
         layouts.append(layout)
         labels.append(t(f"funnel.option.{kind}", combo=combo.label))

@@ -211,3 +211,26 @@ def trends_in_window(trends: pd.DataFrame, windows: dict) -> pd.DataFrame:
 def trend_row(trends: pd.DataFrame, level: str, code: str, indicator: str) -> dict | None:
     rows = trends[(trends.area_level == level) & (trends.area_code == code) & (trends.indicator == indicator)]
     return None if rows.empty else rows.iloc[0].to_dict()
+
+
+AREA_KEY = ["area_level", "area_code", "indicator"]
+
+
+class RowsByArea:
+    """The rows of a frame per (area_level, area_code, indicator), as a boolean mask per area
+    would select them: the frame is grouped once, where masks in a loop over the areas scanned
+    all of it each time."""
+
+    def __init__(self, df: pd.DataFrame):
+        self.df = df
+        self.positions = df.groupby(AREA_KEY, sort=False).indices if len(df) else {}
+
+    def get(self, key: tuple, default=None) -> pd.DataFrame | None:
+        pos = self.positions.get(key)
+        return default if pos is None else self.df.take(pos)
+
+
+def first_row(rows_by: RowsByArea, level: str, code: str, indicator: str) -> dict | None:
+    """`trend_row` on a frame grouped by area."""
+    pos = rows_by.positions.get((level, code, indicator))
+    return None if pos is None else rows_by.df.iloc[pos[0]].to_dict()

@@ -50,7 +50,16 @@ from infant_mortality.report.findings import (
 from infant_mortality.report.funnel import funnel_figure
 from infant_mortality.report.i18n import DEFAULT_LANGUAGE, js_messages, pick, t
 from infant_mortality.report.inequity import gap_label, inequity_figure, measures_table
-from infant_mortality.report.marts import Marts, Settings, pooled_rate, trend_row, trend_windows, trends_in_window
+from infant_mortality.report.marts import (
+    Marts,
+    Settings,
+    first_row,
+    pooled_rate,
+    RowsByArea,
+    trend_row,
+    trend_windows,
+    trends_in_window,
+)
 from infant_mortality.report.mart_text import localised, reason
 from infant_mortality.report.ranking import ranking_figure
 from infant_mortality.report.study import study_html
@@ -92,7 +101,8 @@ class FigureStore:
         """The figure in a <figure>: its menu (an HTML select, reachable by keyboard), the plot, and
         as caption the finding (its text alternative) and where its data table is."""
         self.add(fig_id, fig)
-        meta = (fig["layout"] if isinstance(fig, dict) else fig.layout.to_plotly_json()).get("meta") or {}
+        # The layout's meta as it is (a go.Layout's to_plotly_json copies the whole layout).
+        meta = (fig["layout"].get("meta") if isinstance(fig, dict) else fig.layout.meta) or {}
         options = meta.get("menu") or []
         select = ""
         if options:
@@ -207,30 +217,35 @@ class RegionFigures:
 @dataclass
 class TrendMarts:
     """The trend rows the figures show: the headline method's and the second method's (each in the
-    window the report shows) and the joinpoint segments."""
+    window the report shows) and the joinpoint segments; and the yearly rates."""
 
     headline: pd.DataFrame
     other: pd.DataFrame
     segments: pd.DataFrame
+    rates: pd.DataFrame
 
     @classmethod
     def of(cls, marts: Marts) -> "TrendMarts":
         windows = trend_windows(marts.trends)
         return cls(trends_in_window(marts.trends, windows), trends_in_window(marts.other_trends, windows),
-                   trends_in_window(marts.segments, windows))
+                   trends_in_window(marts.segments, windows), marts.rates)
+
+    def __post_init__(self):
+        # Each area's rows, looked up per area in `_series`.
+        self.headline_by, self.other_by = RowsByArea(self.headline), RowsByArea(self.other)
+        self.segments_by, self.rates_by = RowsByArea(self.segments), RowsByArea(self.rates)
 
 
-def _series(rates: pd.DataFrame, tm: TrendMarts, level: str, areas, ind: str):
+def _series(tm: TrendMarts, level: str, areas, ind: str):
     """(code, name, yearly rows, headline trend row, second method's row, joinpoint segments) of
     each area, in the order given."""
     out = []
+    no_segments = tm.segments.iloc[:0]
     for code, name in areas:
-        rows = rates[(rates.area_level == level) & (rates.area_code == code) & (rates.indicator == ind)]
-        if not rows.empty:
-            seg = tm.segments
-            seg = seg[(seg.area_level == level) & (seg.area_code == code) & (seg.indicator == ind)]
-            out.append((code, name, rows, trend_row(tm.headline, level, code, ind), trend_row(tm.other, level, code, ind),
-                        seg))
+        rows = tm.rates_by.get((level, code, ind))
+        if rows is not None:
+            out.append((code, name, rows, first_row(tm.headline_by, level, code, ind),
+                        first_row(tm.other_by, level, code, ind), tm.segments_by.get((level, code, ind), no_segments)))
     return out
 
 
@@ -259,9 +274,8 @@ def _region_figures(marts: Marts, region_code: str) -> RegionFigures:
     names = comp[["commune_code", "commune_name"]].drop_duplicates().sort_values("commune_name")
     trend_figs, series = {}, {}
     for ind in indicator_order(comp.indicator.unique()):
-        series[ind] = (_series(marts.rates, tm, "region", [(region_code, t("trends.region_suffix", name=region_name))],
-                               ind)
-                       + _series(marts.rates, tm, "commune", names.itertuples(index=False), ind))
+        series[ind] = (_series(tm, "region", [(region_code, t("trends.region_suffix", name=region_name))], ind)
+                       + _series(tm, "commune", names.itertuples(index=False), ind))
         trend_figs[ind] = trends_figure(series[ind], ind, region_code, method, marts.settings.trend_min_deaths)
     return RegionFigures(region_code, region_name, ranking_figure(comp, area_periods, region_name, region_code,
                                                                   marts.settings),
@@ -359,8 +373,8 @@ def country_html(marts: Marts, store: FigureStore, count_basis: str, ctx: Render
     method = method_name(marts.settings)
     figs, series = {}, {}
     for ind in indicator_order(marts.comparison.indicator.unique()):
-        series[ind] = (_series(marts.rates, tm, "country", [(code, t("trends.country_suffix", name=name))], ind)
-                       + _series(marts.rates, tm, "region", regions, ind))
+        series[ind] = (_series(tm, "country", [(code, t("trends.country_suffix", name=name))], ind)
+                       + _series(tm, "region", regions, ind))
         figs[ind] = trends_figure(series[ind], ind, code, method, marts.settings.trend_min_deaths)
     findings = _trend_findings(series, "country", name, t("finding.members.regions"))
     parts = [f'<section class="country-block" data-area="{esc(code)}">',

@@ -14,6 +14,7 @@ from infant_mortality.report.style import (
     base_layout,
     legend_below,
     narrow_layout,
+    scatter,
 )
 from infant_mortality.report.i18n import t
 from infant_mortality.report.marts import Settings, pooled_rate
@@ -35,7 +36,7 @@ def add_combo_traces(fig: go.Figure, df: pd.DataFrame, combo, n_communes: int, r
         rate = sub["rate_per_1000"].to_numpy(float)
         idx.append(len(fig.data))
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=nums(rate),
                 y=sub["commune_name"].tolist(),
                 mode="markers",
@@ -87,11 +88,11 @@ def region_marks(reg: dict | None) -> tuple[list, list]:
 def add_legend_keys(fig: go.Figure, settings: Settings) -> list[int]:
     """Legend-only keys for the symbols that are not traces of their own; their indexes."""
     legend_idx = [len(fig.data)]
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=t("ranking.legend.region"),
+    fig.add_trace(scatter(x=[None], y=[None], mode="lines", name=t("ranking.legend.region"),
                              line=dict(color="#222", dash="dash"), hoverinfo="skip",
                              meta=dict(figure="ranking", legend_only=True)))
     legend_idx.append(len(fig.data))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+    fig.add_trace(scatter(x=[None], y=[None], mode="markers",
                              name=t("ranking.legend.unreliable", n=settings.unreliable_below_deaths),
                              marker=dict(symbol="circle-open", color="#555", size=8), hoverinfo="skip",
                              meta=dict(figure="ranking", legend_only=True)))

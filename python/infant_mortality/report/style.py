@@ -9,6 +9,7 @@ fonts, labels hidden, panels stacked); the wide figure is what Python builds.
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from infant_mortality.report.i18n import separators
@@ -82,6 +83,12 @@ def base_layout(**kw) -> dict:
     return layout
 
 
+def scatter(**props) -> dict:
+    """A scatter trace as a plain dict for `fig.add_trace`, which validates it once: a
+    `go.Scatter` is validated when built and again when added (the output is the same)."""
+    return dict(type="scatter", **props)
+
+
 def legend_below(fig: go.Figure, px: int = 62) -> None:
     """Horizontal legend `px` pixels below the plot area (below the x-axis title)."""
     m = fig.layout.margin
@@ -121,6 +128,7 @@ def place_labels(x_px, y_px, names, diam_px, bounds_px, font_px: float = 10.0) -
         return max(0.0, min(a[1], b[1]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[2], b[2]))
 
     out = ["top center"] * n
+    marker_array = np.asarray(marker_boxes, float).reshape(-1, 4)
     for i in sorted(range(n), key=lambda k: -radii[k]):
         x, y, r, w = x_px[i], y_px[i], radii[i], widths[i]
         g = r + 2
@@ -134,11 +142,15 @@ def place_labels(x_px, y_px, names, diam_px, bounds_px, font_px: float = 10.0) -
             "bottom right": (x + 0.7 * r, x + 0.7 * r + w, y - 0.7 * r - h, y - 0.7 * r),
             "bottom left": (x - 0.7 * r - w, x - 0.7 * r, y - 0.7 * r - h, y - 0.7 * r),
         }
+        # Only the boxes that reach this label's candidates: the others overlap by exactly 0.
+        reach = np.asarray(list(boxes.values()), float)
+        near_placed = [placed[j] for j in reaching(np.asarray(placed, float).reshape(-1, 4), reach)]
+        near_markers = [marker_boxes[j] for j in reaching(marker_array, reach) if j != i]
         best, best_cost = "top center", float("inf")
         for rank, pos in enumerate(TEXT_POSITIONS):
             b = boxes[pos]
-            cost = sum(overlap(b, p) for p in placed) * 3
-            cost += sum(overlap(b, m) for j, m in enumerate(marker_boxes) if j != i)
+            cost = sum(overlap(b, p) for p in near_placed) * 3
+            cost += sum(overlap(b, m) for m in near_markers)
             outside = (b[1] - b[0]) * (b[3] - b[2]) - overlap(b, (bx0, bx1, by0, by1))
             cost += 4 * outside + 0.5 * rank
             if cost < best_cost:
@@ -146,3 +158,13 @@ def place_labels(x_px, y_px, names, diam_px, bounds_px, font_px: float = 10.0) -
         out[i] = best
         placed.append(boxes[best])
     return out
+
+
+def reaching(boxes: np.ndarray, candidates: np.ndarray) -> list[int]:
+    """The indexes (in order) of the `boxes` (rows x0, x1, y0, y1) not wholly apart from the box
+    enclosing the `candidates`. A box apart overlaps every candidate by exactly 0, so leaving it
+    out of a sum of overlaps leaves the sum unchanged; a NaN coordinate keeps a box in."""
+    x0, y0 = candidates[:, 0].min(), candidates[:, 2].min()
+    x1, y1 = candidates[:, 1].max(), candidates[:, 3].max()
+    apart = (boxes[:, 1] <= x0) | (boxes[:, 0] >= x1) | (boxes[:, 3] <= y0) | (boxes[:, 2] >= y1)
+    return np.flatnonzero(~apart).tolist()
