@@ -54,9 +54,10 @@ def run_dbt(args: list[str], duckdb_path: Path, dbt_vars: dict | None = None, ch
 WORKER_SLOT: Path | None = None   # set for the run by the `dbt_worker_slot` fixture
 
 
-def _parse_key(duckdb_path: Path, dbt_vars: dict | None) -> str:
+def _saved_parse(duckdb_path: Path, dbt_vars: dict | None) -> Path:
+    """Where this worker keeps the parse of builds with these vars and this file name."""
     text = json.dumps([duckdb_path.name, dbt_vars or {}], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return WORKER_SLOT / "parses" / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.msgpack"
 
 
 def _through_worker_slot(duckdb_path: Path, dbt_vars: dict | None, target: Path) -> str:
@@ -69,7 +70,7 @@ def _through_worker_slot(duckdb_path: Path, dbt_vars: dict | None, target: Path)
     fresh.unlink(missing_ok=True)
     fresh.symlink_to(duckdb_path.parent.resolve())
     os.replace(fresh, link)
-    saved = WORKER_SLOT / "parses" / f"{_parse_key(duckdb_path, dbt_vars)}.msgpack"
+    saved = _saved_parse(duckdb_path, dbt_vars)
     if saved.exists() and not (target / "partial_parse.msgpack").exists():
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(saved, target / "partial_parse.msgpack")
@@ -80,19 +81,16 @@ def _keep_parse(target: Path, duckdb_path: Path, dbt_vars: dict | None) -> None:
     made = target / "partial_parse.msgpack"
     if WORKER_SLOT is None or not made.exists():
         return
-    (WORKER_SLOT / "parses").mkdir(exist_ok=True)
-    shutil.copyfile(made, WORKER_SLOT / "parses" / f"{_parse_key(duckdb_path, dbt_vars)}.msgpack")
+    saved = _saved_parse(duckdb_path, dbt_vars)
+    saved.parent.mkdir(exist_ok=True)
+    shutil.copyfile(made, saved)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def dbt_worker_slot(tmp_path_factory) -> Iterator[Path]:
     """This worker's slot for run_dbt (above): one per worker, as a worker runs one test at a time."""
     global WORKER_SLOT
-    base = tmp_path_factory.getbasetemp()
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    WORKER_SLOT = base / "shared" / "dbt_slots" / worker
+    WORKER_SLOT = run_shared_folder(tmp_path_factory) / "dbt_slots" / os.environ.get("PYTEST_XDIST_WORKER", "main")
     WORKER_SLOT.mkdir(parents=True, exist_ok=True)
     yield WORKER_SLOT
     WORKER_SLOT = None
@@ -229,15 +227,22 @@ def copy_of(warehouse: Path, folder: Path) -> Path:
     return copy
 
 
+def run_shared_folder(tmp_path_factory) -> Path:
+    """<run>/shared: the folder every pytest-xdist worker of this run sees (each worker's
+    basetemp is <run>/popen-gwN)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    shared = base / "shared"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 def built_once(tmp_path_factory, name: str, build) -> Path:
     """The folder of a build that every pytest-xdist worker of this run shares: the first worker
     to ask runs `build(folder)` while holding a lock, the others wait for it and read the result.
     A failed build is not repeated by the next worker: each one fails with its message."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # each worker's basetemp is <run>/popen-gwN; the run's folder is shared
-    shared = base / "shared"
-    shared.mkdir(exist_ok=True)
+    shared = run_shared_folder(tmp_path_factory)
     folder = shared / name
     with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

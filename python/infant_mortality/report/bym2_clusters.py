@@ -132,9 +132,9 @@ def add_key(fig: go.Figure, combo, measure: str, key: str, label: str, colour: s
             ink: str = PATTERN_INK) -> int:
     """One entry of a discrete legend (an empty filled trace: its swatch shows colour and hatching); its index."""
     fig.add_trace(scatter(x=[None, None], y=[None, None], mode="lines", fill="toself", name=label,
-                             line=dict(color="#777", width=1),  # a white swatch stays visible
-                             fillcolor=colour, fillpattern=dict(shape=pattern, fgcolor=ink, size=7),
-                             meta=dict(figure="map", kind="legend", combo=combo.key, measure=measure, key=key)))
+                          line=dict(color="#777", width=1),  # a white swatch stays visible
+                          fillcolor=colour, fillpattern=dict(shape=pattern, fgcolor=ink, size=7),
+                          meta=dict(figure="map", kind="legend", combo=combo.key, measure=measure, key=key)))
     return len(fig.data) - 1
 
 

@@ -49,8 +49,8 @@ from infant_mortality.report.style import (
     base_layout,
     legend_below,
     narrow_layout,
-    scatter,
     place_labels,
+    scatter,
 )
 from infant_mortality.report.i18n import t
 
@@ -213,8 +213,8 @@ def add_polygons(fig: go.Figure, geo: MapGeometry) -> list[int]:
             xs, ys = _path(geo.rings_by_code[code])
             poly_idx.append(len(fig.data))
             fig.add_trace(scatter(x=xs, y=ys, xaxis=xa, yaxis=ya, mode="lines", fill="toself", fillcolor=NO_DATA,
-                                     line=dict(color="#777", width=0.6), hoverinfo="skip", showlegend=False,
-                                     meta=dict(figure="map", kind="polygon", commune_code=code, panel=_panel_name(k))))
+                                  line=dict(color="#777", width=0.6), hoverinfo="skip", showlegend=False,
+                                  meta=dict(figure="map", kind="polygon", commune_code=code, panel=_panel_name(k))))
     return poly_idx
 
 
@@ -392,10 +392,10 @@ def trend_option(fig: go.Figure, geo: MapGeometry, ind: str, window, combos, tre
         if cls in classes:
             legend_idx.append(len(fig.data))
             fig.add_trace(scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
-                                     name=t("map.trend.legend", cls=trend_label(cls)),
-                                     fillcolor=TREND_COLOURS[cls],
-                                     fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
-                                     meta=dict(figure="map", kind="trend_legend", indicator=ind)))
+                                  name=t("map.trend.legend", cls=trend_label(cls)),
+                                  fillcolor=TREND_COLOURS[cls],
+                                  fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
+                                  meta=dict(figure="map", kind="trend_legend", indicator=ind)))
     base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)), None)
     hover_idx = [] if base is None else [i for i, tr in enumerate(fig.data)
                                          if (tr.meta or {}).get("kind") == "hover" and tr.meta["combo"] == base.key]

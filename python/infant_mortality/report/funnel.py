@@ -27,8 +27,8 @@ from infant_mortality.report.style import (
     base_layout,
     legend_below,
     narrow_layout,
-    scatter,
     place_labels,
+    scatter,
 )
 from infant_mortality.report.i18n import t
 from infant_mortality.report.marts import pooled_rate

@@ -229,8 +229,7 @@ class RowsByArea:
         pos = self.positions.get(key)
         return default if pos is None else self.df.take(pos)
 
-
-def first_row(rows_by: RowsByArea, level: str, code: str, indicator: str) -> dict | None:
-    """`trend_row` on a frame grouped by area."""
-    pos = rows_by.positions.get((level, code, indicator))
-    return None if pos is None else rows_by.df.iloc[pos[0]].to_dict()
+    def first(self, key: tuple) -> dict | None:
+        """The area's first row as a dict, as `trend_row` gives it; None when it has none."""
+        pos = self.positions.get(key)
+        return None if pos is None else self.df.iloc[pos[0]].to_dict()

@@ -53,7 +53,6 @@ from infant_mortality.report.inequity import gap_label, inequity_figure, measure
 from infant_mortality.report.marts import (
     Marts,
     Settings,
-    first_row,
     pooled_rate,
     RowsByArea,
     trend_row,
@@ -242,10 +241,11 @@ def _series(tm: TrendMarts, level: str, areas, ind: str):
     out = []
     no_segments = tm.segments.iloc[:0]
     for code, name in areas:
-        rows = tm.rates_by.get((level, code, ind))
+        key = (level, code, ind)
+        rows = tm.rates_by.get(key)
         if rows is not None:
-            out.append((code, name, rows, first_row(tm.headline_by, level, code, ind),
-                        first_row(tm.other_by, level, code, ind), tm.segments_by.get((level, code, ind), no_segments)))
+            out.append((code, name, rows, tm.headline_by.first(key), tm.other_by.first(key),
+                        tm.segments_by.get(key, no_segments)))
     return out
 
 

@@ -89,13 +89,13 @@ def add_legend_keys(fig: go.Figure, settings: Settings) -> list[int]:
     """Legend-only keys for the symbols that are not traces of their own; their indexes."""
     legend_idx = [len(fig.data)]
     fig.add_trace(scatter(x=[None], y=[None], mode="lines", name=t("ranking.legend.region"),
-                             line=dict(color="#222", dash="dash"), hoverinfo="skip",
-                             meta=dict(figure="ranking", legend_only=True)))
+                          line=dict(color="#222", dash="dash"), hoverinfo="skip",
+                          meta=dict(figure="ranking", legend_only=True)))
     legend_idx.append(len(fig.data))
     fig.add_trace(scatter(x=[None], y=[None], mode="markers",
-                             name=t("ranking.legend.unreliable", n=settings.unreliable_below_deaths),
-                             marker=dict(symbol="circle-open", color="#555", size=8), hoverinfo="skip",
-                             meta=dict(figure="ranking", legend_only=True)))
+                          name=t("ranking.legend.unreliable", n=settings.unreliable_below_deaths),
+                          marker=dict(symbol="circle-open", color="#555", size=8), hoverinfo="skip",
+                          meta=dict(figure="ranking", legend_only=True)))
     return legend_idx
 
 
