@@ -10,7 +10,7 @@ QUIET_FLAG := $(if $(QUIET),--quiet)
 # FORCE=1: `make warehouse` rebuilds even when the published release is up to date.
 FORCE ?=
 
-.PHONY: help warehouse test test-fast test-e2e docs report superset calibrate calibrate-clusters bench bench-compare clean
+.PHONY: help warehouse check test test-e2e docs report superset calibrate calibrate-clusters bench bench-compare clean
 
 ## Show the targets and what each one does.
 help:
@@ -36,16 +36,17 @@ warehouse: $(STAMP)
 ## one pytest session over every test, the end-to-end group included, so that the warehouses the
 ## tests share are built once, not once per group. One worker per core, each test file on one
 ## worker; prints the slowest steps.
-test: $(STAMP)
+check: $(STAMP)
 	$(BIN)/pytest -n auto --dist loadfile --durations=30
 
-## The everyday loop: every test but the end-to-end group.
+## The everyday loop: every test but the end-to-end group (`make check` runs both).
 ## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
-test-fast: $(STAMP)
+test: $(STAMP)
 	$(BIN)/pytest -n auto --dist loadfile -m "not e2e" --durations=20
 
-## Only the end-to-end group, marked e2e: a real browser, Superset, the input fuzz, and fault
-## injection (a damaged input, a bad setting, a killed publish that must stop or be audited).
+## Only the end-to-end group, marked e2e: a real browser, Superset, the input fuzz, fault
+## injection (a damaged input, a bad setting, a killed publish that must stop or be audited), and
+## whole user commands on a full build (a hand `dbt build` in a copy of the checkout, `make docs`).
 test-e2e: $(STAMP)
 	$(BIN)/pytest -n auto --dist loadfile -m e2e --durations=20
 

@@ -25,7 +25,7 @@ import pytest
 from conftest import REPO_ROOT, query, run_dbt
 from promise import check_promise
 
-# End to end: a group of its own (`make test-e2e`; `make test` and CI run it with the rest).
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
 pytestmark = pytest.mark.e2e
 
 INE = "ine_vital_statistics_chile_2010_2019.csv"

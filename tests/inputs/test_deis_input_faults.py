@@ -22,7 +22,7 @@ from conftest import microdata_vars, microdata_warehouse, query, run_dbt
 from infant_mortality.dbt_plugins.deis_files import DEATHS_COLUMNS
 from promise import PROMISE_MODELS, check_promise
 
-# End to end: a group of its own (`make test-e2e`; `make test` and CI run it with the rest).
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
 pytestmark = pytest.mark.e2e
 
 # Arica y Parinacota: 4 communes, two years; small enough for a dozen builds.

@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO_ROOT, build_selected, microdata_warehouse, query, run_dbt
 from promise import PROMISE_MODELS
 
-# End to end: a group of its own (`make test-e2e`; `make test` and CI run it with the rest).
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
 pytestmark = pytest.mark.e2e
 
 IGME = "un_igme_chile_2000_2019.csv"

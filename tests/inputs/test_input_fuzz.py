@@ -35,7 +35,7 @@ from infant_mortality.dbt_plugins.deis_files import DeisFileError, read_text_str
 from infant_mortality.tools.generate_deis import Options, generate
 from promise import PROMISE_MODELS, check_promise, differing_marts
 
-# End to end: a group of its own (`make test-e2e`; `make test` and CI run it with the rest).
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
 pytestmark = pytest.mark.e2e
 
 SEED = 28

@@ -18,8 +18,11 @@ FIXTURES = REPO_ROOT / "tests" / "data" / "deis"
 
 @pytest.fixture(scope="module")
 def generated_rm_warehouse(tmp_path_factory):
-    """RM 2010-2019 as published: deaths in a ZIP, latin-1, no header; births per year."""
+    """RM 2010-2019 as published: deaths in a ZIP, latin-1, no header; births per year. Built up
+    to the marts the tests below read (the smoothing, clusters and inequity marts of the
+    microdata mode: the three-region build of conftest)."""
     return microdata_warehouse(tmp_path_factory.mktemp("rm_microdata"), ("13",), range(2010, 2020),
+                               ["+fct_area_year_rates", "+fct_commune_vs_region", "+fct_trends", "+audit_data_quality"],
                                generator={"zip_deaths": True}).path
 
 

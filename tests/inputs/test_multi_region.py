@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import THREE_REGIONS, copy_of, query, run_dbt, run_unit_tests, unit_test_names
+from conftest import THREE_REGIONS, build_selected, copy_of, query, run_dbt, run_unit_tests, unit_test_names
 
 REGIONS = THREE_REGIONS  # Aysén, Magallanes, Arica y Parinacota: 25 communes in all
 YEARS = tuple(range(2015, 2020))
@@ -109,7 +109,7 @@ def test_every_commune_is_compared_with_its_own_region(national_sample):
 def test_region_scope_var_keeps_one_region(tmp_path, national_sample):
     _, out = national_sample
     path = tmp_path / "scoped.duckdb"
-    run_dbt(["build", "--exclude", "fct_trends+"], path, {
+    run_dbt(build_selected("+fct_area_year_rates"), path, {
         "vital_source": "deis_microdata",
         "deis_deaths_path": str(next(out.glob("synthetic_deis_deaths_*"))),
         "deis_births_path": str(out / "nacimientos"), "deis_cache_dir": str(tmp_path / "cache"),

@@ -37,7 +37,7 @@ from sqlalchemy.pool import NullPool
 
 from conftest import REPO_ROOT, query
 
-# End to end: a group of its own (`make test-e2e`; `make test` and CI run it with the rest).
+# End to end: a group of its own (`make test-e2e`; `make check` and CI run it with the rest).
 pytestmark = pytest.mark.e2e
 
 BI = REPO_ROOT / "bi" / "superset"

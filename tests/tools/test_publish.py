@@ -385,6 +385,7 @@ def test_publish_refuses_while_a_writer_holds_the_published_file(published, tmp_
     assert sha256(path) == before
 
 
+@pytest.mark.e2e  # a whole user command: `make docs` (dbt parses, compiles every node and reads the catalog)
 def test_docs_only_generates_static_docs_without_opening_the_published_file(published, tmp_path):
     reader = Holder(published.path, read_only=True)  # would block any dbt run on that file
     before = sha256(published.path)
@@ -686,6 +687,7 @@ def test_the_projects_own_releases_and_a_fresh_folder_are_still_published(publis
 # `dbt build` by hand
 
 
+@pytest.mark.e2e  # a whole user command: a full dbt build in a copy of the checkout
 def test_hand_dbt_build_writes_the_development_file_and_leaves_the_published_one_byte_identical(
         published, tmp_path):
     """A newcomer's `source .venv/bin/activate && dbt build` at the root of a checkout."""
