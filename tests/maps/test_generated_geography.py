@@ -2,7 +2,8 @@
 coverage file) is what the pinned polygons give: regenerated here and compared.
 
 The regeneration (the slow part: cleaning the coverage and finding neighbours) runs once for
-the module; both comparisons read that one fresh computation."""
+the module; both comparisons read that one fresh computation. A whole tool run over the
+polygons of all Chile (GEOS's coverage cleaning alone is about 17 s of CPU): the end-to-end group."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from infant_mortality.geography.coverage import COVERAGE_PATH
 from infant_mortality.tools import generate_geography
 from infant_mortality.tools.generate_deis import default_project_dir
 from infant_mortality.tools.generate_geography import BOUNDARIES_SEED, NEIGHBOURS_SEED, differences, main
+
+pytestmark = pytest.mark.e2e  # a whole tool run on the full polygons (`make test-e2e`; `make check` runs it)
 
 
 @pytest.fixture(scope="module")

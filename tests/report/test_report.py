@@ -36,6 +36,7 @@ from infant_mortality.report.formats import fmt, fmt_apc, fmt_cri
 from infant_mortality.report.i18n import MESSAGES, t
 from infant_mortality.report.labels import cluster_label, exceedance_class_label, trend_label
 from infant_mortality.report.ranking import RANKING_CUSTOMDATA
+from infant_mortality.report.style import NO_DATA, NO_DATA_PATTERN
 from infant_mortality.report.tables import COMPARISON_COLUMNS
 
 FULL = "imr|2010|2019"
@@ -725,6 +726,30 @@ def with_clusters(bundled_warehouse, tmp_path_factory):
     marts = report.load_marts(warehouse)
     fig = report.region_figures(marts, "13", RenderContext.of(marts, "en")).map
     return SimpleNamespace(fig=json.loads(fig.to_json()), planted=planted, warehouse=warehouse)
+
+
+def test_a_commune_without_an_estimate_is_hatched_on_both_maps_of_classes(bundled_warehouse, tmp_path):
+    """A commune with no BYM2 estimate and no cluster test (Santiago, in a copy of the warehouse)
+    is drawn as the "no estimate" key on the probability map and on the clusters map: light grey
+    and hatched, never the bare grey of the probability's middle class."""
+    warehouse = copy_warehouse(bundled_warehouse, tmp_path)
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("update marts.fct_bym2_rates set bym2_rate_per_1000 = null, bym2_ci95_lower = null, "
+                    "bym2_ci95_upper = null, bym2_prob_exceeds_region = null, spatial_part = null, method = null, "
+                    "note = 'the BYM2 fit did not converge for this indicator and period: no BYM2 estimate' "
+                    "where commune_code = '13101'")
+        con.execute("delete from marts.fct_spatial_clusters where commune_code = '13101'")
+    marts = report.load_marts(warehouse)
+    fig = json.loads(report.region_figures(marts, "13", RenderContext.of(marts, "en")).map.to_json())
+    for measure in ("bym2_exceedance", "clusters"):
+        option = map_option(fig, measure)
+        keys = {k["meta"]["key"]: (k["fillcolor"], k["fillpattern"]["shape"])
+                for k in shown_traces(fig, option, kind="legend", measure=measure)}
+        styles = polygon_styles(fig, option)
+        assert keys["no_estimate"] == (NO_DATA, NO_DATA_PATTERN), measure
+        assert (styles["13101"]["fill"], styles["13101"]["pattern"]) == keys["no_estimate"], measure
+        assert keys["no_estimate"] not in {v for k, v in keys.items() if k != "no_estimate"}, measure
+        assert all(st["pattern"] != NO_DATA_PATTERN for code, st in styles.items() if code != "13101"), measure
 
 
 @pytest.mark.parametrize("region", ["13", "10"])

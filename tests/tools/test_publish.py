@@ -323,6 +323,7 @@ def test_published_file_opens_in_duckdb_1_4(published, duckdb14_python):
 UNRELIABLE = "select count(*) from marts.fct_area_year_rates where is_unreliable"
 
 
+@pytest.mark.e2e  # a whole user command: a second full publish, while a reader holds the file
 def test_publish_succeeds_while_a_reader_holds_the_file_and_new_connections_see_the_new_build(
         published, tmp_path):
     path = copy_published(published.path, tmp_path)

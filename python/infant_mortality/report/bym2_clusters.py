@@ -31,6 +31,7 @@ from infant_mortality.report.style import (
     ISLAND_PATTERN,
     ISLAND_SYMBOL,
     NO_DATA,
+    NO_DATA_PATTERN,
     PATTERN_INK,
     PATTERN_INK_ON_DARK,
     scatter,
@@ -162,7 +163,7 @@ def island_keys(fig: go.Figure, geo, combo, measure: str, m: ModelValues) -> lis
 def _no_estimate_keys(fig: go.Figure, combo, measure: str, values: list) -> list[int]:
     if all(v is not None for v in values):
         return []
-    return [add_key(fig, combo, measure, "no_estimate", t("map.no_estimate"), NO_DATA, "")]
+    return [add_key(fig, combo, measure, "no_estimate", t("map.no_estimate"), NO_DATA, NO_DATA_PATTERN)]
 
 
 def exceedance_option(fig: go.Figure, geo, combo, m: ModelValues, cut: float) -> dict | None:
@@ -175,7 +176,8 @@ def exceedance_option(fig: go.Figure, geo, combo, m: ModelValues, cut: float) ->
              for k, colour in enumerate(EXCEEDANCE_COLOURS)]
     shown += island_keys(fig, geo, combo, "bym2_exceedance", m) + _no_estimate_keys(fig, combo, "bym2_exceedance",
                                                                                    classes)
-    return dict(fills=[NO_DATA if c is None else EXCEEDANCE_COLOURS[c] for c in classes], patterns=island_patterns(m),
+    patterns = [NO_DATA_PATTERN if c is None else island for c, island in zip(classes, island_patterns(m))]
+    return dict(fills=[NO_DATA if c is None else EXCEEDANCE_COLOURS[c] for c in classes], patterns=patterns,
                 outline=[p is not None and p > cut for p in m.prob], shown=shown,
                 what=t("map.what.bym2", cut=fmt(cut, 2)))
 
@@ -190,7 +192,8 @@ def clusters_option(fig: go.Figure, combo, m: ModelValues, alpha: float) -> dict
                      _ink(ty)) for ty in sorted(drawn, key=_legend_order)]
     shown += _no_estimate_keys(fig, combo, "clusters", m.cluster)
     return dict(fills=[CLUSTER_COLOURS[c] if c else NO_DATA for c in m.cluster],
-                patterns=[CLUSTER_PATTERNS[c] if c else "" for c in m.cluster], inks=[_ink(c) for c in m.cluster],
+                patterns=[CLUSTER_PATTERNS[c] if c else NO_DATA_PATTERN for c in m.cluster],
+                inks=[_ink(c) for c in m.cluster],
                 outline=[is_cluster(c) for c in m.cluster], shown=shown,
                 what=t("map.what.clusters", alpha=fmt(alpha, 2)))
 
