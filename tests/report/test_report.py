@@ -728,10 +728,11 @@ def with_clusters(bundled_warehouse, tmp_path_factory):
     return SimpleNamespace(fig=json.loads(fig.to_json()), planted=planted, warehouse=warehouse)
 
 
-def test_a_commune_without_an_estimate_is_hatched_on_both_maps_of_classes(bundled_warehouse, tmp_path):
-    """A commune with no BYM2 estimate and no cluster test (Santiago, in a copy of the warehouse)
-    is drawn as the "no estimate" key on the probability map and on the clusters map: light grey
-    and hatched, never the bare grey of the probability's middle class."""
+def test_a_commune_without_a_value_is_hatched_and_keyed_on_every_map(bundled_warehouse, tmp_path):
+    """A commune with no BYM2 estimate, no cluster test and no trend row (Santiago, in a copy of
+    the warehouse) is drawn as the "no estimate" key on the probability and clusters maps, and as
+    the "no value" key on the BYM2 rate's colour scale and the trend map: light grey and hatched,
+    never the bare grey of the probability's middle class or of the scale's middle."""
     warehouse = copy_warehouse(bundled_warehouse, tmp_path)
     with duckdb.connect(str(warehouse)) as con:
         con.execute("update marts.fct_bym2_rates set bym2_rate_per_1000 = null, bym2_ci95_lower = null, "
@@ -739,16 +740,22 @@ def test_a_commune_without_an_estimate_is_hatched_on_both_maps_of_classes(bundle
                     "note = 'the BYM2 fit did not converge for this indicator and period: no BYM2 estimate' "
                     "where commune_code = '13101'")
         con.execute("delete from marts.fct_spatial_clusters where commune_code = '13101'")
+        con.execute("delete from marts.fct_trends where area_code = '13101'")
     marts = report.load_marts(warehouse)
     fig = json.loads(report.region_figures(marts, "13", RenderContext.of(marts, "en")).map.to_json())
-    for measure in ("bym2_exceedance", "clusters"):
-        option = map_option(fig, measure)
-        keys = {k["meta"]["key"]: (k["fillcolor"], k["fillpattern"]["shape"])
-                for k in shown_traces(fig, option, kind="legend", measure=measure)}
+    metas = fig["layout"]["meta"]["options"]
+    trend = next(dict(m, restyle=fig["layout"]["meta"]["menu"][k]["args"][0]) for k, m in enumerate(metas)
+                 if m["measure"] == "trend")
+    for measure, key in (("bym2_exceedance", "no_estimate"), ("clusters", "no_estimate"), ("bym2", "no_value"),
+                         ("trend", "no_value")):
+        option = trend if measure == "trend" else map_option(fig, measure)
+        legend = dict(kind="trend_legend") if measure == "trend" else dict(kind="legend", measure=measure)
+        keys = {k["meta"].get("key", k["name"]): (k["fillcolor"], k["fillpattern"]["shape"])
+                for k in shown_traces(fig, option, **legend)}
         styles = polygon_styles(fig, option)
-        assert keys["no_estimate"] == (NO_DATA, NO_DATA_PATTERN), measure
-        assert (styles["13101"]["fill"], styles["13101"]["pattern"]) == keys["no_estimate"], measure
-        assert keys["no_estimate"] not in {v for k, v in keys.items() if k != "no_estimate"}, measure
+        assert keys[key] == (NO_DATA, NO_DATA_PATTERN), measure
+        assert (styles["13101"]["fill"], styles["13101"]["pattern"]) == keys[key], measure
+        assert keys[key] not in {v for k, v in keys.items() if k != key}, measure
         assert all(st["pattern"] != NO_DATA_PATTERN for code, st in styles.items() if code != "13101"), measure
 
 

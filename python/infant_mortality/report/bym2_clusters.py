@@ -160,10 +160,12 @@ def island_keys(fig: go.Figure, geo, combo, measure: str, m: ModelValues) -> lis
     return shown
 
 
-def _no_estimate_keys(fig: go.Figure, combo, measure: str, values: list) -> list[int]:
+def no_value_keys(fig: go.Figure, combo, measure: str, values: list, key: str = "no_estimate") -> list[int]:
+    """The legend key of the communes without a value (grey and hatched, as they are drawn), when
+    there are any; `key` names it: "no_estimate" on the maps of the models, "no_value" elsewhere."""
     if all(v is not None for v in values):
         return []
-    return [add_key(fig, combo, measure, "no_estimate", t("map.no_estimate"), NO_DATA, NO_DATA_PATTERN)]
+    return [add_key(fig, combo, measure, key, t(f"map.{key}"), NO_DATA, NO_DATA_PATTERN)]
 
 
 def exceedance_option(fig: go.Figure, geo, combo, m: ModelValues, cut: float) -> dict | None:
@@ -174,7 +176,7 @@ def exceedance_option(fig: go.Figure, geo, combo, m: ModelValues, cut: float) ->
         return None
     shown = [add_key(fig, combo, "bym2_exceedance", f"class_{k}", exceedance_class_label(k), colour, "")
              for k, colour in enumerate(EXCEEDANCE_COLOURS)]
-    shown += island_keys(fig, geo, combo, "bym2_exceedance", m) + _no_estimate_keys(fig, combo, "bym2_exceedance",
+    shown += island_keys(fig, geo, combo, "bym2_exceedance", m) + no_value_keys(fig, combo, "bym2_exceedance",
                                                                                    classes)
     patterns = [NO_DATA_PATTERN if c is None else island for c, island in zip(classes, island_patterns(m))]
     return dict(fills=[NO_DATA if c is None else EXCEEDANCE_COLOURS[c] for c in classes], patterns=patterns,
@@ -190,7 +192,7 @@ def clusters_option(fig: go.Figure, combo, m: ModelValues, alpha: float) -> dict
     drawn = {c for c in m.cluster if c is not None}
     shown = [add_key(fig, combo, "clusters", ty, cluster_label(ty), CLUSTER_COLOURS[ty], CLUSTER_PATTERNS[ty],
                      _ink(ty)) for ty in sorted(drawn, key=_legend_order)]
-    shown += _no_estimate_keys(fig, combo, "clusters", m.cluster)
+    shown += no_value_keys(fig, combo, "clusters", m.cluster)
     return dict(fills=[CLUSTER_COLOURS[c] if c else NO_DATA for c in m.cluster],
                 patterns=[CLUSTER_PATTERNS[c] if c else NO_DATA_PATTERN for c in m.cluster],
                 inks=[_ink(c) for c in m.cluster],

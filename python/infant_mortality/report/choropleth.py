@@ -36,6 +36,7 @@ from infant_mortality.report.bym2_clusters import (
     hover_lines,
     island_keys,
     island_patterns,
+    no_value_keys,
 )
 from infant_mortality.report.combos import combos_of, menu, rows_by_combo, with_rate
 from infant_mortality.report.formats import fmt, fmt_apc, fmt_ci, fmt_p, num, nums, unit
@@ -43,6 +44,7 @@ from infant_mortality.report.labels import indicator_order, indicator_short, tre
 from infant_mortality.report.style import (
     ASSUMED_WIDTH,
     NO_DATA,
+    NO_DATA_PATTERN,
     PATTERN_INK,
     TREND_COLOURS,
     TREND_PATTERNS,
@@ -350,6 +352,11 @@ def scale_option(fig: go.Figure, geo: MapGeometry, combo, measure: str, scale_sp
     patterns = [""] * len(values)
     if measure == "bym2":
         patterns, shown = island_patterns(m), shown + island_keys(fig, geo, combo, measure, m)
+    # Without a value a commune is grey and hatched: a bare grey would read as the scale's middle
+    # (RT 1 on the diverging scale).
+    present = nums(values)
+    patterns = [NO_DATA_PATTERN if v is None else p for v, p in zip(present, patterns)]
+    shown += no_value_keys(fig, combo, measure, present, "no_value")
     cut = fmt(exceedance_cut, 2)
     what = {"exceedance": t("map.what.exceedance", cut=cut), "bym2": t("map.what.bym2", cut=cut)}
     return dict(fills=_colours(values, scale, lo, hi), patterns=patterns, outline=outline, shown=shown,
@@ -396,6 +403,11 @@ def trend_option(fig: go.Figure, geo: MapGeometry, ind: str, window, combos, tre
                                   fillcolor=TREND_COLOURS[cls],
                                   fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
                                   meta=dict(figure="map", kind="trend_legend", indicator=ind)))
+    if None in classes:  # a commune with no trend row (no rate in the window): grey and hatched
+        legend_idx.append(len(fig.data))
+        fig.add_trace(scatter(x=[None, None], y=[None, None], mode="none", fill="toself", name=t("map.no_value"),
+                              fillcolor=NO_DATA, fillpattern=dict(shape=NO_DATA_PATTERN, fgcolor="#222", size=7),
+                              meta=dict(figure="map", kind="trend_legend", indicator=ind, key="no_value")))
     base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)), None)
     hover_idx = [] if base is None else [i for i, tr in enumerate(fig.data)
                                          if (tr.meta or {}).get("kind") == "hover" and tr.meta["combo"] == base.key]
@@ -404,7 +416,7 @@ def trend_option(fig: go.Figure, geo: MapGeometry, ind: str, window, combos, tre
         label=t("map.trend.option", period=period, ind=indicator_short(ind)), combo=None, measure="trend",
         title=t("map.trend.title", period=period, method=method_name, ind=indicator_short(ind), region=region_name),
         fills=[TREND_COLOURS.get(c, NO_DATA) if c else NO_DATA for c in classes],
-        patterns=[TREND_PATTERNS.get(c, "") if c else "" for c in classes],
+        patterns=[TREND_PATTERNS.get(c, "") if c else NO_DATA_PATTERN for c in classes],
         outline=[False] * len(geo.codes), shown=legend_idx + hover_idx, significant=[])
 
 

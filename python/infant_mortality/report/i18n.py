@@ -202,6 +202,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "map.what.clusters": ("conglomerado con q ≤ {alpha} (FDR)", "cluster at q ≤ {alpha} (FDR)"),
     "map.island": ("sin vecinos: solo componente no estructurado", "no neighbours: unstructured part only"),
     "map.no_estimate": ("sin estimación", "no estimate"),
+    "map.no_value": ("sin valor", "no value"),
     "map.exceedance_class.first": ("P < {hi}", "P < {hi}"),
     "map.exceedance_class.middle": ("P de {lo} a {hi}", "P {lo} to {hi}"),
     "map.exceedance_class.last": ("P > {lo}", "P > {lo}"),

@@ -46,9 +46,9 @@ TREND_DASHES = {"increasing": "solid", "decreasing": "dash", "stationary": "dot"
 # Map fill patterns of the trend classes (plotly `fillpattern.shape`): hatching, not colour alone.
 TREND_PATTERNS = {"increasing": "/", "decreasing": "\\", "stationary": "", "not_confirmed": "-", "not_estimable": ".",
                   "insufficient_data": "x"}
-# The fill of a commune without a value on the map; on the maps of classes (the BYM2 probability,
-# the clusters) it is also hatched: its grey is within ΔE 3 of the probability's middle class
-# (#f7f7f7), so colour alone would show "no estimate" as "no evidence either way".
+# The fill of a commune without a value on the map, always hatched too: its grey is within ΔE 3
+# of the probability's middle class and of the diverging scale's middle (both #f7f7f7), so colour
+# alone would show "no value" as "no evidence either way" or as RT 1.
 NO_DATA = "#f0f0f0"
 NO_DATA_PATTERN = "+"
 # The map's BYM2 options (fct_bym2_rates) and its clusters (fct_spatial_clusters).
