@@ -93,7 +93,7 @@ def test_colour_is_not_the_only_channel():
 @pytest.mark.parametrize("deficiency", [None, *MACHADO])
 def test_a_commune_without_an_estimate_is_told_from_every_class_on_its_map(deficiency):
     """On the probability map the grey of "no estimate" is as light as the middle class (P 0.2 to
-    0.8, ColorBrewer's #f7f7f7): measured ΔE*ab 2.8, so it looks like "no evidence either way"
+    0.8, ColorBrewer's #f7f7f7): measured ΔE*ab 2.4, so it looks like "no evidence either way"
     unless it is hatched. Its hatching is one no class, island, cluster type or trend class has."""
     distance = float(np.linalg.norm(seen(NO_DATA, deficiency) - seen(EXCEEDANCE_COLOURS[2], deficiency)))
     assert distance < APART  # why the hatching is needed: colour alone does not tell them apart
