@@ -278,18 +278,16 @@ class ReducedSystem:
         self.matrix = pattern
 
     def at(self, tau: float, phi: float, w: np.ndarray) -> sparse.csc_matrix:
-        """The reduced bordered matrix for the precision τ, the mixing φ and the weights w: the
-        system's one matrix, its values filled in place (SuperLU copies what it factorises, so
-        the next θ may overwrite them; a new matrix per Newton step cost more than the
-        factorisation on a region's 52 communes)."""
-        values = self.matrix.data
-        values.fill(0.0)
+        """The reduced bordered matrix for the precision τ, the mixing φ and the weights w."""
+        values = np.zeros(len(self.matrix.data))
         values[self.structure_slots] = self.structure_values
         values[self.diagonal] += phi * w
         values[self.mu_mu] = tau * w.sum()
         values[self.mu_row] = values[self.mu_col] = np.sqrt(tau * phi) * w
         values[self.border] = self.border_values
-        return self.matrix
+        matrix = self.matrix.copy()
+        matrix.data = values
+        return matrix
 
 
 def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: ReducedSystem | None = None) -> ConditionalFit:
@@ -320,20 +318,18 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: Redu
         x[0] = np.log(max(y.sum(), 0.5) / np.exp(offset).sum())
 
     def objective(x):
-        """The log density at x, and Q x (the next gradient's prior part, if x is taken)."""
         eta = x[0] + x[1:n + 1] + offset
-        prior = prior_product(theta, graph, x)
-        return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ prior, prior
+        return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ prior_product(theta, graph, x)
 
     def factorised(x):
         expected = np.exp(x[0] + x[1:n + 1] + offset)
         spread = tau + (1 - phi) * expected  # (1 - φ) D_i
         return expected, spread, _factor(system.at(tau, phi, expected / spread))
 
-    current, prior = objective(x)
+    current = objective(x)
     for _ in range(200):
         expected, spread, factor = factorised(x)
-        gradient = -prior
+        gradient = -prior_product(theta, graph, x)
         gradient[0] += np.sum(y - expected)
         gradient[1:n + 1] += y - expected
         # b's rows give δb = D⁻¹ (g_b - e δμ + c δu), c = √(τφ)/(1-φ); put into the μ and u rows:
@@ -347,20 +343,20 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: Redu
         if np.max(np.abs(step)) < NEWTON_TOL:
             break  # x is the mode (to NEWTON_TOL) and the factorisation is at x
         for _ in range(50):  # damped: halve until the concave objective does not decrease
-            candidate, candidate_prior = objective(x + step)
+            candidate = objective(x + step)
             if candidate >= current - 1e-12 * abs(current):
                 break
             step = step / 2
         else:
             break  # no step improves on x in floating point: x is the mode
-        x, current, prior = x + step, candidate, candidate_prior
+        x, current = x + step, candidate
     else:
         raise NotConverged("BYM2 Newton iterations did not converge")
 
     log_det_h = float(np.sum(np.log(spread / (1 - phi))) + np.sum(np.log(np.abs(factor.U.diagonal()))))
     eta = x[0] + x[1:n + 1] + offset
     log_likelihood = np.sum(y * eta - np.exp(eta) - special.gammaln(y + 1))
-    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ prior
+    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ prior_product(theta, graph, x)
     log_hyper = float(log_pc_prec(theta[0]) + log_pc_phi(theta[1], graph.gamma)[0])
     log_posterior = log_likelihood + log_prior_x - 0.5 * log_det_h + log_hyper
     return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], x=x,
