@@ -33,11 +33,9 @@ warehouse: $(STAMP)
 	$(BIN)/python -m infant_mortality.publish $(QUIET_FLAG) $(if $(FORCE),,--if-changed)
 
 ## The whole test suite, as CI runs it (builds its own temporary warehouses; needs no `make warehouse`):
-## one pytest session over every test, the end-to-end group included, so that the warehouses the
-## tests share are built once, not once per group. One worker per core, each test file on one
-## worker; prints the slowest steps.
-check: $(STAMP)
-	$(BIN)/pytest -n auto --dist loadfile --durations=30
+## the everyday loop, then the end-to-end group, each one pytest session with one worker per core
+## and each test file on one worker; each prints its slowest steps.
+check: test test-e2e
 
 ## The everyday loop: every test but the end-to-end group (`make check` runs both).
 ## One room alone: `pytest tests/<room>` (after `dbt build -s tag:<room>` if you changed its models).
