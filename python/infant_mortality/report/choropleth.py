@@ -359,7 +359,7 @@ def scale_option(fig: go.Figure, geo: MapGeometry, combo, measure: str, scale_sp
     shown += no_value_keys(fig, combo, measure, present, "no_value")
     cut = fmt(exceedance_cut, 2)
     what = {"exceedance": t("map.what.exceedance", cut=cut), "bym2": t("map.what.bym2", cut=cut)}
-    return dict(fills=_colours(values, scale, lo, hi), patterns=patterns, outline=outline, shown=shown,
+    return dict(fills=_colours(present, scale, lo, hi), patterns=patterns, outline=outline, shown=shown,
                 what=what.get(measure, t("map.what.significant")))
 
 
@@ -395,19 +395,16 @@ def trend_option(fig: go.Figure, geo: MapGeometry, ind: str, window, combos, tre
     if all(c is None for c in classes):
         return None
     legend_idx = []
-    for cls in TREND_COLOURS:
-        if cls in classes:
-            legend_idx.append(len(fig.data))
-            fig.add_trace(scatter(x=[None, None], y=[None, None], mode="none", fill="toself",
-                                  name=t("map.trend.legend", cls=trend_label(cls)),
-                                  fillcolor=TREND_COLOURS[cls],
-                                  fillpattern=dict(shape=TREND_PATTERNS[cls], fgcolor="#222", size=7),
-                                  meta=dict(figure="map", kind="trend_legend", indicator=ind)))
-    if None in classes:  # a commune with no trend row (no rate in the window): grey and hatched
+    # Each class drawn, then a commune with no trend row (no rate in the window): grey and hatched.
+    keys = [(t("map.trend.legend", cls=trend_label(cls)), TREND_COLOURS[cls], TREND_PATTERNS[cls], {})
+            for cls in TREND_COLOURS if cls in classes]
+    if None in classes:
+        keys.append((t("map.no_value"), NO_DATA, NO_DATA_PATTERN, {"key": "no_value"}))
+    for name, colour, pattern, extra in keys:
         legend_idx.append(len(fig.data))
-        fig.add_trace(scatter(x=[None, None], y=[None, None], mode="none", fill="toself", name=t("map.no_value"),
-                              fillcolor=NO_DATA, fillpattern=dict(shape=NO_DATA_PATTERN, fgcolor="#222", size=7),
-                              meta=dict(figure="map", kind="trend_legend", indicator=ind, key="no_value")))
+        fig.add_trace(scatter(x=[None, None], y=[None, None], mode="none", fill="toself", name=name,
+                              fillcolor=colour, fillpattern=dict(shape=pattern, fgcolor="#222", size=7),
+                              meta=dict(figure="map", kind="trend_legend", indicator=ind, **extra)))
     base = next((c for c in combos if c.indicator == ind and (c.period_start, c.period_end) == tuple(window)), None)
     hover_idx = [] if base is None else [i for i, tr in enumerate(fig.data)
                                          if (tr.meta or {}).get("kind") == "hover" and tr.meta["combo"] == base.key]
