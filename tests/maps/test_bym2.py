@@ -120,6 +120,62 @@ def test_the_system_without_b_is_the_schur_complement_of_the_whole_bordered_syst
     assert bym2.prior_product([np.log(tau), special.logit(phi)], graph, x) == pytest.approx(q @ x, rel=1e-12)
 
 
+def test_band_inverse_diagonal_is_the_diagonal_of_the_dense_inverse():
+    """Takahashi's recursion on a banded Cholesky factor against numpy's dense inverse."""
+    from scipy.linalg import lapack
+    rng = np.random.default_rng(45)
+    n, width = 40, 4
+    s = np.zeros((n, n))
+    for d in range(1, width + 1):
+        off = rng.normal(size=n - d)
+        s += np.diag(off, d) + np.diag(off, -d)
+    s += np.diag(np.abs(s).sum(axis=1) + rng.uniform(0.01, 1, n))  # diagonally dominant: SPD
+    band = np.array([np.concatenate([np.diag(s, -d), np.zeros(d)]) for d in range(width + 1)])
+    cholesky, info = lapack.dpbtrf(band, lower=1)
+    assert info == 0
+    assert bym2.band_inverse_diagonal(cholesky) == pytest.approx(np.diag(np.linalg.inv(s)), rel=1e-12)
+
+
+def test_the_band_and_superlu_solve_the_reduced_system_alike():
+    """BandedFactor (banded Cholesky of u's block, dense Schur complement of μ and the multipliers)
+    against SuperLU on the whole bordered matrix: the same solution, |determinant| and latent
+    variances, on two components and an island."""
+    graph = bym2.decompose(9, PATH3 + [(2, 3), (3, 0), (4, 5), (5, 6), (6, 7)])  # 0-3, 4-7, island 8
+    system = bym2.BandedSystem(graph)
+    rng = np.random.default_rng(7)
+    tau, phi = 12.0, 0.7
+    e = rng.uniform(0.5, 40, 9)
+    w = e / (tau + (1 - phi) * e)
+    banded = system.factor(tau, phi, w)
+    assert isinstance(banded, bym2.BandedFactor)
+    bordered = bym2.BorderedFactor(bym2._factor(system.bordered.at(tau, phi, w)))
+    rhs = rng.normal(size=system.bordered.matrix.shape[0])
+    assert banded.solve(rhs) == pytest.approx(bordered.solve(rhs), rel=1e-10, abs=1e-12)
+    assert banded.log_abs_det == pytest.approx(bordered.log_abs_det, rel=1e-12)
+    alpha, beta = rng.uniform(0.1, 1, 9), rng.uniform(0.1, 1, 9)
+    assert banded.eta_variance(alpha, beta) == pytest.approx(bordered.eta_variance(alpha, beta), rel=1e-10)
+
+
+def test_where_the_band_cholesky_fails_superlu_takes_over(monkeypatch):
+    """A band that is numerically not positive definite (φ w under rounding next to R*'s null
+    space) falls back to SuperLU on the bordered matrix: the same Laplace approximation."""
+    rng = np.random.default_rng(3)
+    births = rng.integers(200, 3000, 7).astype(float)
+    y = rng.poisson(births * 0.008).astype(float)
+    graph = bym2.decompose(7, PATH3 + [(2, 3), (3, 0), (4, 5)])
+    banded = bym2.laplace_at(np.array([3.0, -1.0]), y, births, graph)
+
+    def not_positive_definite(self, *args):
+        raise np.linalg.LinAlgError("the band is not positive definite (LAPACK info 3)")
+
+    monkeypatch.setattr(bym2.BandedFactor, "__init__", not_positive_definite)
+    fallback = bym2.laplace_at(np.array([3.0, -1.0]), y, births, graph)
+    assert isinstance(fallback.variance_parts[0], bym2.BorderedFactor)
+    assert fallback.mean == pytest.approx(banded.mean, abs=1e-9)
+    assert fallback.var == pytest.approx(banded.var, rel=1e-9)
+    assert fallback.log_posterior == pytest.approx(banded.log_posterior, abs=1e-9)
+
+
 @pytest.mark.parametrize("edges, n", [(PATH3 + [(2, 3), (3, 0), (4, 5)], 7), ([(0, 1), (1, 2), (2, 0)], 3)])
 def test_sparse_constrained_laplace_equals_the_dense_covariance_form(edges, n):
     """The sparse fit of (μ, b, u) under sum-to-zero constraints (bordered system) gives the same
@@ -209,26 +265,6 @@ def test_mart_rows_name_the_islands_and_leave_communes_without_births_empty():
     assert out["phi_posterior_mean"].dropna().nunique() == 1
     with pytest.raises(ValueError, match="lack columns"):
         bym2.bym2_commune_rates(pooled.drop(columns="multiplier"), neighbours)
-
-
-def test_groups_fitted_two_at_a_time_give_the_rows_of_one_at_a_time(monkeypatch):
-    """The groups (indicator, period) are fitted on FIT_THREADS threads: each fit must be the
-    same computation as alone, bit for bit, and the rows come back in the same order."""
-    rng = np.random.default_rng(11)
-    n = 24
-    codes = [f"{i:05d}" for i in range(n)]
-    births = rng.integers(100, 4000, n)
-    rows = [(code, code, "01", indicator, start, start + 4, 1000, int(rng.poisson(b * rate)), int(b), 8.0)
-            for indicator, rate in (("imr", 0.008), ("nmr", 0.005)) for start in (2010, 2015)
-            for code, b in zip(codes, births)]
-    pairs = [(codes[i], codes[j]) for i in range(n) for j in (i - 1, i + 1, i - 6, i + 6) if 0 <= j < n]
-    neighbours = pd.DataFrame(pairs, columns=["commune_code", "neighbour_code"])
-    out = {}
-    for threads in (1, 2):
-        monkeypatch.setattr(bym2, "FIT_THREADS", threads)
-        out[threads] = bym2.bym2_commune_rates(_pooled(rows), neighbours)
-    assert out[1]["bym2_rate_per_1000"].notna().all() and out[1]["indicator"].nunique() == 2
-    pd.testing.assert_frame_equal(out[1], out[2], check_exact=True)
 
 
 def test_no_death_anywhere_gives_no_posterior_and_says_why():
