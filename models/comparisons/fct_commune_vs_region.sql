@@ -1,31 +1,12 @@
 -- Each commune against its own region over each analysis period (docs/methods/comparisons.md, "A commune against its region").
--- The pooled counts come from int_period_pooled_counts (pool `commune_years`): a commune-year
--- without a rate is left out of the commune's sums AND of its region's sums for that
--- comparison, so both sides, and the rest of the region, always cover the same years
--- (n_years says how many).
+-- The pooled counts come from core's int_commune_period_counts (pool `commune_years` of
+-- int_period_pooled_counts): a commune-year without a rate is left out of the commune's sums AND
+-- of its region's sums for that comparison, so both sides, and the rest of the region, always
+-- cover the same years (n_years says how many).
 {% set alpha = number_var('comparison_alpha') %}
 
-with pooled as (
-    select * from {{ ref('int_period_pooled_counts') }}
-    where pool = 'commune_years'
-),
-
-communes as (
-    select
-        pool_key, area_code as commune_code, area_name as commune_name, region_code, indicator,
-        period_start, period_end, period_label, n_years, n_years_in_period, deaths, live_births,
-        multiplier, rate_per_1000, ci95_lower, ci95_upper
-    from pooled
-    where area_level = 'commune'
-),
-
-regions as (
-    select
-        pool_key, area_name as region_name, indicator, period_start, period_end,
-        deaths as region_deaths, live_births as region_live_births,
-        rate_per_1000 as region_rate_per_1000
-    from pooled
-    where area_level = 'region'
+with paired_counts as (
+    select * from {{ ref('int_commune_period_counts') }}
 ),
 
 dispersion as (
@@ -33,19 +14,13 @@ dispersion as (
 ),
 
 paired as (
-    select communes.*, regions.region_name, regions.region_deaths, regions.region_live_births,
-        regions.region_rate_per_1000, dispersion.tau2
-    from communes
-    left join regions
-        on communes.pool_key = regions.pool_key
-        and communes.indicator = regions.indicator
-        and communes.period_start = regions.period_start
-        and communes.period_end = regions.period_end
+    select paired_counts.*, dispersion.tau2
+    from paired_counts
     left join dispersion
-        on communes.region_code = dispersion.region_code
-        and communes.indicator = dispersion.indicator
-        and communes.period_start = dispersion.period_start
-        and communes.period_end = dispersion.period_end
+        on paired_counts.region_code = dispersion.region_code
+        and paired_counts.indicator = dispersion.indicator
+        and paired_counts.period_start = dispersion.period_start
+        and paired_counts.period_end = dispersion.period_end
 ),
 
 rates as (

@@ -1,6 +1,6 @@
 """BYM2 smoothed commune rates (docs/methods/maps.md, "BYM2 smoothing and spatial clusters").
 
-Reads each commune's pooled counts exactly as `fct_commune_vs_region` pools them and the
+Reads each commune's pooled counts as `fct_commune_vs_region` compares them (core's `int_commune_period_counts`) and the
 neighbour pairs of `dim_commune_neighbours`; the statistics are
 `infant_mortality.statistics.bym2.bym2_commune_rates` (tested with pytest).
 """
@@ -12,7 +12,6 @@ from infant_mortality.statistics.bym2 import bym2_commune_rates
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    multipliers = ordered_frame(dbt.ref("dim_indicator"))[["indicator", "multiplier"]]
-    pooled = ordered_frame(dbt.ref("fct_commune_vs_region")).merge(multipliers, on="indicator")
+    pooled = ordered_frame(dbt.ref("int_commune_period_counts"))  # with each indicator's multiplier
     neighbours = ordered_frame(dbt.ref("dim_commune_neighbours"))
     return typed_frame(bym2_commune_rates(pooled, neighbours))
