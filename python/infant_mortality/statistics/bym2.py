@@ -35,7 +35,7 @@ form (no sampling; deterministic).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 from scipy import linalg, optimize, sparse, special
@@ -155,9 +155,12 @@ def log_pc_prec(log_tau, u: float = PC_PREC_U, alpha: float = PC_PREC_ALPHA):
 def _x_minus_log1p(x):
     """x - log(1 + x), accurate near 0."""
     x = np.asarray(x, dtype=float)
+    out = np.asarray(x - np.log1p(x))
     small = np.abs(x) < 1e-4
-    safe = np.where(small, 0.0, x)
-    return np.where(small, x * x / 2 - x ** 3 / 3 + x ** 4 / 4, safe - np.log1p(safe))
+    if small.any():  # the series only where it is needed (the grid calls this at every θ)
+        near = x[small]
+        out[small] = near * near / 2 - near ** 3 / 3 + near ** 4 / 4
+    return out
 
 
 def pc_phi_distance(phi, gamma) -> np.ndarray:
@@ -166,6 +169,12 @@ def pc_phi_distance(phi, gamma) -> np.ndarray:
     phi = np.atleast_1d(np.asarray(phi, dtype=float))
     g1 = np.asarray(gamma, dtype=float) - 1.0
     return np.sqrt(_x_minus_log1p(phi[:, None] * g1[None, :]).sum(axis=1))
+
+
+@lru_cache(maxsize=64)
+def _distance_at(u: float, gamma_bytes: bytes) -> float:
+    """d(u) of a graph's γ (as bytes, to be a cache key): the same at every θ of a fit."""
+    return float(pc_phi_distance(u, np.frombuffer(gamma_bytes))[0])
 
 
 def log_pc_phi(logit_phi, gamma, u: float = PC_PHI_U, alpha: float = PC_PHI_ALPHA):
@@ -178,7 +187,7 @@ def log_pc_phi(logit_phi, gamma, u: float = PC_PHI_U, alpha: float = PC_PHI_ALPH
         # Islands only: φ changes nothing (every b_i is N(0, 1/τ)) and the PC prior degenerates
         # (d = 0); a uniform prior on φ keeps the grid proper, and φ is reported as unidentified.
         return np.log(phi) + np.log1p(-phi)
-    lam = -np.log(1 - alpha) / pc_phi_distance(u, gamma)[0]
+    lam = -np.log(1 - alpha) / _distance_at(float(u), np.asarray(gamma, dtype=float).tobytes())
     d = pc_phi_distance(phi, gamma)
     # dK/dφ of K = d²: Σ (γ-1)² φ / (1 + φ(γ-1)); dd/dφ = K' / (2d), finite as φ -> 0.
     k_prime = (g1[None, :] ** 2 * phi[:, None] / (1 + phi[:, None] * g1[None, :])).sum(axis=1)
