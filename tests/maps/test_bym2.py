@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import integrate, special, stats
 
-from infant_mortality.statistics import bym2
+from infant_mortality.statistics import band, bym2
 
 PATH3 = [(0, 1), (1, 2)]
 
@@ -121,7 +121,7 @@ def test_the_system_without_b_is_the_schur_complement_of_the_whole_bordered_syst
 
 
 def test_band_inverse_diagonal_is_the_diagonal_of_the_dense_inverse():
-    """Takahashi's recursion on a banded Cholesky factor against numpy's dense inverse."""
+    """Takahashi's recursion (compiled) on LAPACK's band Cholesky factor against numpy's dense inverse."""
     from scipy.linalg import lapack
     rng = np.random.default_rng(45)
     n, width = 40, 4
@@ -130,10 +130,12 @@ def test_band_inverse_diagonal_is_the_diagonal_of_the_dense_inverse():
         off = rng.normal(size=n - d)
         s += np.diag(off, d) + np.diag(off, -d)
     s += np.diag(np.abs(s).sum(axis=1) + rng.uniform(0.01, 1, n))  # diagonally dominant: SPD
-    band = np.array([np.concatenate([np.diag(s, -d), np.zeros(d)]) for d in range(width + 1)])
-    cholesky, info = lapack.dpbtrf(band, lower=1)
+    lower_band = np.array([np.concatenate([np.diag(s, -d), np.zeros(d)]) for d in range(width + 1)])
+    cholesky, info = lapack.dpbtrf(lower_band, lower=1)
     assert info == 0
-    assert bym2.band_inverse_diagonal(cholesky) == pytest.approx(np.diag(np.linalg.inv(s)), rel=1e-12)
+    inverse = np.diag(np.linalg.inv(s))
+    assert band.inverse_diagonal(np.ascontiguousarray(cholesky.T)) == pytest.approx(inverse, rel=1e-12)
+    assert band.inverse_diagonal(cholesky.T) == pytest.approx(inverse, rel=1e-12)  # dpbtrf's own layout
 
 
 def test_the_band_and_superlu_solve_the_reduced_system_alike():

@@ -43,7 +43,7 @@ from scipy.linalg import lapack
 from scipy.sparse import csgraph
 from scipy.sparse import linalg as sparse_linalg
 
-from infant_mortality.statistics import smoothing
+from infant_mortality.statistics import band, smoothing
 
 PC_PREC_U, PC_PREC_ALPHA = 1.0, 0.01  # P(sd > 1) = 0.01: INLA's bym2 default pc.prec
 PC_PHI_U, PC_PHI_ALPHA = 0.5, 0.5  # P(phi < 0.5) = 0.5: INLA's bym2 default pc
@@ -363,31 +363,14 @@ class BandedFactor:
     def eta_variance(self, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
         """cᵢᵀ Σ cᵢ for cᵢ = α_i at μ and β_i at u_i, Σ the reduced inverse's (μ, u) block. By blocks,
         with Y = S⁻¹ B: Σ_tt = G⁻¹, Σ_ut = -Y G⁻¹ and Σ_uu = S⁻¹ + Y G⁻¹ Yᵀ, of which only the
-        diagonal of S⁻¹ is needed (``band_inverse_diagonal``)."""
+        diagonal of S⁻¹ is needed (Takahashi's recursion, ``band.inverse_diagonal``)."""
         position = np.empty(self.system.n, dtype=int)
         position[self.system.order] = np.arange(self.system.n)  # u_i's place in the band's order
         schur_inverse = linalg.lu_solve(self.schur, np.eye(self.schur[0].shape[0]), check_finite=False)
         u_t = -(self.solved_coupling @ schur_inverse)[position]  # Σ_ut, rows in the communes' order
-        u_u = (band_inverse_diagonal(self.cholesky)
+        u_u = (band.inverse_diagonal(np.ascontiguousarray(self.cholesky.T))
                + np.einsum("ij,jk,ik->i", self.solved_coupling, schur_inverse, self.solved_coupling))[position]
         return alpha ** 2 * schur_inverse[0, 0] + 2 * alpha * beta * u_t[:, 0] + beta ** 2 * u_u
-
-
-def band_inverse_diagonal(cholesky: np.ndarray) -> np.ndarray:
-    """Diagonal of S⁻¹ from the banded Cholesky factor S = L Lᵀ (LAPACK's lower band storage,
-    ``cholesky[d, j]`` = L[j + d, j]) by Takahashi's recursion, last column first: with l the
-    column of L below its diagonal, Z = S⁻¹ gives Z[below, j] = -Z[below, below] l / L[j, j] and
-    Z[j, j] = (1 / L[j, j] - lᵀ Z[below, j]) / L[j, j]. Z[below, below] lies within the band, so
-    only the band of Z is ever filled (in a dense array, for contiguous slices)."""
-    width, n = cholesky.shape[0] - 1, cholesky.shape[1]
-    z = np.zeros((n, n))
-    for j in range(n - 1, -1, -1):
-        end = min(j + width, n - 1) + 1
-        below = cholesky[1:end - j, j]
-        column = -(z[j + 1:end, j + 1:end] @ below) / cholesky[0, j]
-        z[j + 1:end, j] = z[j, j + 1:end] = column
-        z[j, j] = (1 / cholesky[0, j] - below @ column) / cholesky[0, j]
-    return np.diag(z).copy()
 
 
 class BorderedFactor:
