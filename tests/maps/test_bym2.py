@@ -269,6 +269,61 @@ def test_mart_rows_name_the_islands_and_leave_communes_without_births_empty():
         bym2.bym2_commune_rates(pooled.drop(columns="multiplier"), neighbours)
 
 
+def _many_groups(indicators=("imr", "nmr", "pnmr"), starts=(2000, 2005, 2010, 2015)):
+    """12 groups (indicator x period) over a ring of 24 communes with a few cross links."""
+    rng = np.random.default_rng(11)
+    n = 24
+    codes = [f"{i:05d}" for i in range(n)]
+    births = rng.integers(100, 4000, n)
+    rows = [(code, code, "01", indicator, start, start + 4, 1000, int(rng.poisson(b * 0.006)), int(b), 6.0)
+            for indicator in indicators for start in starts for code, b in zip(codes, births)]
+    pairs = [(codes[i], codes[j]) for i in range(n) for j in (i - 1, i + 1, i - 6, i + 6) if 0 <= j < n]
+    return _pooled(rows), pd.DataFrame(pairs, columns=["commune_code", "neighbour_code"])
+
+
+def test_groups_shared_with_a_worker_process_give_the_rows_of_one_process(monkeypatch):
+    """From SECOND_PROCESS_FROM groups on, a second process fits some of them: every row must be
+    the one this process alone gives, bit for bit, in the same order."""
+    pooled, neighbours = _many_groups()
+    monkeypatch.setattr(bym2, "SECOND_PROCESS_FROM", 10 ** 6)
+    alone = bym2.bym2_commune_rates(pooled, neighbours)
+    fitted_here = []
+    one_group, claim = bym2._bym2_one_group, bym2._claim
+    monkeypatch.setattr(bym2, "_bym2_one_group", lambda g, p: fitted_here.append(1) or one_group(g, p))
+    monkeypatch.setattr(bym2, "_claim", _after_the_workers_first_claim(claim))
+    monkeypatch.setattr(bym2, "SECOND_PROCESS_FROM", 2)
+    shared = bym2.bym2_commune_rates(pooled, neighbours)
+    assert alone["bym2_rate_per_1000"].notna().all() and alone.groupby(["indicator", "period_start"]).ngroups == 12
+    assert 0 < len(fitted_here) < 12  # the worker fitted the others
+    pd.testing.assert_frame_equal(alone, shared, check_exact=True)
+
+
+def _after_the_workers_first_claim(claim):
+    """This process's claims, made only once the worker (which starts from group 0) holds one, so
+    that both processes fit some groups whatever the machine's speed."""
+    import os
+    import time
+
+    def waiting(folder, index):
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(folder, "0")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return claim(folder, index)
+    return waiting
+
+
+def test_a_failing_worker_process_stops_the_build_with_its_traceback(monkeypatch):
+    """A group the worker cannot fit (negative deaths here) fails the model with the worker's own
+    error."""
+    pooled, neighbours = _many_groups()
+    first = (pooled["indicator"] == "imr") & (pooled["period_start"] == 2000) & (pooled["commune_code"] == "00003")
+    pooled.loc[first, "deaths"] = -1
+    monkeypatch.setattr(bym2, "_claim", lambda folder, index: False)  # this process leaves every group to the worker
+    monkeypatch.setattr(bym2, "SECOND_PROCESS_FROM", 2)
+    with pytest.raises(RuntimeError, match=r"(?s)BYM2 worker process failed.*negative pooled deaths"):
+        bym2.bym2_commune_rates(pooled, neighbours)
+
+
 def test_no_death_anywhere_gives_no_posterior_and_says_why():
     rows = [(f"0000{i}", f"c{i}", "01", "imr", 2010, 2014, 1000, 0, 100, 0.0) for i in range(3)]
     out = bym2.bym2_commune_rates(_pooled(rows), pd.DataFrame({"commune_code": ["00000"], "neighbour_code": ["00001"]}))

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from pathlib import Path
 
 import numpy as np
 from scipy import linalg, optimize, sparse, special
@@ -640,14 +641,86 @@ def bym2_commune_rates(pooled, neighbours):
     groups = [group.sort_values("commune_code").reset_index(drop=True)
               for _, group in pooled.groupby(GROUP, sort=True)]
     # One BLAS thread: the dense pieces are small, and several threads per process fight over the
-    # cores that dbt's other threads use (measured: 4 times slower on 2 busy cores). The groups are
-    # fitted one after the other: a fit is mostly Python between short LAPACK calls, all under the
-    # interpreter lock, so two threads took longer than one (bundled: 1.4 s against 1.1 s).
+    # cores that dbt's other threads use (measured: 4 times slower on 2 busy cores).
     with threadpool_limits(limits=1, user_api="blas"):
-        frames = [_bym2_one_group(group, pairs) for group in groups]
+        frames = _fit_groups(groups, pairs)
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(OUTPUT_DTYPES))
     out = out[list(OUTPUT_DTYPES)].astype(OUTPUT_DTYPES)
     return out.sort_values(["region_code", *GROUP, "commune_code"], ignore_index=True)
+
+
+# From this many groups (indicator x period) on, a second process shares the fits: a fit is
+# mostly Python between short LAPACK calls, so threads would queue for one interpreter lock (two
+# took longer than one); a process has its own, and its start-up (about 1 s, importing numpy,
+# scipy and numba) is repaid from a few groups on. The national microdata build fits 77.
+SECOND_PROCESS_FROM = 8
+
+
+def _fit_groups(groups: list, pairs: list) -> list:
+    """``_bym2_one_group`` of every group, in order. With SECOND_PROCESS_FROM groups or more, a
+    worker process (``python -m infant_mortality.statistics.bym2``, a fresh interpreter: forking
+    the dbt process would copy DuckDB's threads and locks) fits them from the front while this
+    one fits them from the back. Each group is fitted once, by whichever process claims it first
+    (creating its claim file is atomic: O_EXCL), and a fit is the same computation in either
+    process (one BLAS thread in both), so the rows do not depend on who fitted what (tested)."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    if len(groups) < SECOND_PROCESS_FROM:
+        return [_bym2_one_group(group, pairs) for group in groups]
+    frames: list = [None] * len(groups)
+    with tempfile.TemporaryDirectory(prefix="bym2_") as folder:
+        # Files, not pipes: neither process ever waits for the other to read.
+        Path(folder, "groups.pickle").write_bytes(pickle.dumps((groups, pairs)))
+        with open(Path(folder, "errors.txt"), "wb") as errors:
+            worker = subprocess.Popen([sys.executable, "-m", __name__, folder], stdout=subprocess.DEVNULL,
+                                      stderr=errors, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        try:
+            for i in range(len(groups) - 1, -1, -1):
+                if not _claim(folder, i):
+                    break  # the worker has reached this group: the ones before it are its own
+                frames[i] = _bym2_one_group(groups[i], pairs)
+            if worker.wait() != 0:
+                raise RuntimeError("the BYM2 worker process failed:\n"
+                                   + Path(folder, "errors.txt").read_text(errors="replace"))
+        finally:
+            if worker.poll() is None:  # this process failed first: stop the worker before its folder goes
+                worker.kill()
+                worker.wait()
+        for i, frame in pickle.loads(Path(folder, "rows.pickle").read_bytes()).items():
+            frames[i] = frame
+    return frames
+
+
+def _claim(folder: str, index: int) -> bool:
+    """True for the first process to claim group ``index`` (O_EXCL: the file exists at most once)."""
+    import os
+
+    try:
+        os.close(os.open(os.path.join(folder, str(index)), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _worker(folder: str) -> None:
+    """The second process of ``_fit_groups``: reads (groups, pairs) from the folder, fits the
+    groups it claims from the front, and writes {index: rows} back to the folder."""
+    import pickle
+
+    from threadpoolctl import threadpool_limits
+
+    groups, pairs = pickle.loads(Path(folder, "groups.pickle").read_bytes())
+    frames = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for i, group in enumerate(groups):
+            if not _claim(folder, i):
+                break
+            frames[i] = _bym2_one_group(group, pairs)
+    Path(folder, "rows.pickle").write_bytes(pickle.dumps(frames))
 
 
 def _bym2_one_group(group, pairs):
@@ -720,3 +793,9 @@ def _bym2_one_group(group, pairs):
         "method": np.where(np.isfinite(columns["mean"]), METHOD, None),
         "note": ["; ".join(n) if n else None for n in notes],
     })
+
+
+if __name__ == "__main__":
+    import sys
+
+    _worker(sys.argv[1])
