@@ -282,16 +282,16 @@ def _many_groups(indicators=("imr", "nmr", "pnmr"), starts=(2000, 2005, 2010, 20
 
 
 def test_groups_shared_with_a_worker_process_give_the_rows_of_one_process(monkeypatch):
-    """From SECOND_PROCESS_FROM groups on, a second process fits some of them: every row must be
+    """From WORKERS_FROM groups on, worker processes fit some of them: every row must be
     the one this process alone gives, bit for bit, in the same order."""
     pooled, neighbours = _many_groups()
-    monkeypatch.setattr(bym2, "SECOND_PROCESS_FROM", 10 ** 6)
+    monkeypatch.setattr(bym2, "WORKERS_FROM", 10 ** 6)
     alone = bym2.bym2_commune_rates(pooled, neighbours)
     fitted_here = []
     one_group, claim = bym2._bym2_one_group, bym2._claim
     monkeypatch.setattr(bym2, "_bym2_one_group", lambda g, p: fitted_here.append(1) or one_group(g, p))
     monkeypatch.setattr(bym2, "_claim", _after_the_workers_first_claim(claim))
-    monkeypatch.setattr(bym2, "SECOND_PROCESS_FROM", 2)
+    monkeypatch.setattr(bym2, "WORKERS_FROM", 2)
     shared = bym2.bym2_commune_rates(pooled, neighbours)
     assert alone["bym2_rate_per_1000"].notna().all() and alone.groupby(["indicator", "period_start"]).ngroups == 12
     assert 0 < len(fitted_here) < 12  # the worker fitted the others
@@ -319,7 +319,7 @@ def test_a_failing_worker_process_stops_the_build_with_its_traceback(monkeypatch
     first = (pooled["indicator"] == "imr") & (pooled["period_start"] == 2000) & (pooled["commune_code"] == "00003")
     pooled.loc[first, "deaths"] = -1
     monkeypatch.setattr(bym2, "_claim", lambda folder, index: False)  # this process leaves every group to the worker
-    monkeypatch.setattr(bym2, "SECOND_PROCESS_FROM", 2)
+    monkeypatch.setattr(bym2, "WORKERS_FROM", 2)
     with pytest.raises(RuntimeError, match=r"(?s)BYM2 worker process failed.*negative pooled deaths"):
         bym2.bym2_commune_rates(pooled, neighbours)
 

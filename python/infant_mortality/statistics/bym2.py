@@ -34,6 +34,7 @@ form (no sampling; deterministic).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -649,56 +650,63 @@ def bym2_commune_rates(pooled, neighbours):
     return out.sort_values(["region_code", *GROUP, "commune_code"], ignore_index=True)
 
 
-# From this many groups (indicator x period) on, a second process shares the fits: a fit is
+# From this many groups (indicator x period) on, worker processes share the fits: a fit is
 # mostly Python between short LAPACK calls, so threads would queue for one interpreter lock (two
 # took longer than one); a process has its own, and its start-up (about 1 s, importing numpy,
 # scipy and numba) is repaid from a few groups on. The national microdata build fits 77.
-SECOND_PROCESS_FROM = 8
+WORKERS_FROM = 8
+# Worker processes beside dbt's own (which fits too, sharing its interpreter lock with the models
+# on dbt's other thread): one per core but one. On 2 cores, a second worker bought nothing
+# (national microdata build 73.9 s with one, 75.9 s with two).
+WORKERS = max(1, (os.cpu_count() or 2) - 1)
 
 
 def _fit_groups(groups: list, pairs: list) -> list:
-    """``_bym2_one_group`` of every group, in order. With SECOND_PROCESS_FROM groups or more, a
-    worker process (``python -m infant_mortality.statistics.bym2``, a fresh interpreter: forking
-    the dbt process would copy DuckDB's threads and locks) fits them from the front while this
-    one fits them from the back. Each group is fitted once, by whichever process claims it first
-    (creating its claim file is atomic: O_EXCL), and a fit is the same computation in either
-    process (one BLAS thread in both), so the rows do not depend on who fitted what (tested)."""
-    import os
+    """``_bym2_one_group`` of every group, in order. With WORKERS_FROM groups or more, WORKERS
+    worker processes (``python -m infant_mortality.statistics.bym2``, fresh interpreters: forking
+    the dbt process would copy DuckDB's threads and locks) fit them from the front while this one
+    fits them from the back. Each group is fitted once, by whichever process claims it first
+    (creating its claim file is atomic: O_EXCL), and a fit is the same computation in every
+    process (one BLAS thread in each), so the rows do not depend on who fitted what (tested)."""
     import pickle
     import subprocess
     import sys
     import tempfile
 
-    if len(groups) < SECOND_PROCESS_FROM:
+    if len(groups) < WORKERS_FROM:
         return [_bym2_one_group(group, pairs) for group in groups]
     frames: list = [None] * len(groups)
     with tempfile.TemporaryDirectory(prefix="bym2_") as folder:
-        # Files, not pipes: neither process ever waits for the other to read.
+        # Files, not pipes: no process ever waits for another to read.
         Path(folder, "groups.pickle").write_bytes(pickle.dumps((groups, pairs)))
-        with open(Path(folder, "errors.txt"), "wb") as errors:
-            worker = subprocess.Popen([sys.executable, "-m", __name__, folder], stdout=subprocess.DEVNULL,
-                                      stderr=errors, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        workers = []
+        for k in range(WORKERS):
+            with open(Path(folder, f"errors_{k}.txt"), "wb") as errors:
+                workers.append(subprocess.Popen([sys.executable, "-m", __name__, folder, str(k)],
+                                                stdout=subprocess.DEVNULL, stderr=errors, env=environment))
         try:
             for i in range(len(groups) - 1, -1, -1):
                 if not _claim(folder, i):
-                    break  # the worker has reached this group: the ones before it are its own
+                    break  # the workers have reached this group: the ones before it are theirs
                 frames[i] = _bym2_one_group(groups[i], pairs)
-            if worker.wait() != 0:
-                raise RuntimeError("the BYM2 worker process failed:\n"
-                                   + Path(folder, "errors.txt").read_text(errors="replace"))
+            for k, worker in enumerate(workers):
+                if worker.wait() != 0:
+                    raise RuntimeError("a BYM2 worker process failed:\n"
+                                       + Path(folder, f"errors_{k}.txt").read_text(errors="replace"))
         finally:
-            if worker.poll() is None:  # this process failed first: stop the worker before its folder goes
-                worker.kill()
-                worker.wait()
-        for i, frame in pickle.loads(Path(folder, "rows.pickle").read_bytes()).items():
-            frames[i] = frame
+            for worker in workers:
+                if worker.poll() is None:  # this process failed first: stop the workers before their folder goes
+                    worker.kill()
+                    worker.wait()
+        for k in range(WORKERS):
+            for i, frame in pickle.loads(Path(folder, f"rows_{k}.pickle").read_bytes()).items():
+                frames[i] = frame
     return frames
 
 
 def _claim(folder: str, index: int) -> bool:
     """True for the first process to claim group ``index`` (O_EXCL: the file exists at most once)."""
-    import os
-
     try:
         os.close(os.open(os.path.join(folder, str(index)), os.O_CREAT | os.O_EXCL))
     except FileExistsError:
@@ -706,9 +714,9 @@ def _claim(folder: str, index: int) -> bool:
     return True
 
 
-def _worker(folder: str) -> None:
-    """The second process of ``_fit_groups``: reads (groups, pairs) from the folder, fits the
-    groups it claims from the front, and writes {index: rows} back to the folder."""
+def _worker(folder: str, number: str) -> None:
+    """A worker of ``_fit_groups``: reads (groups, pairs) from the folder, fits every group it
+    claims from the front, and writes {index: rows} back to the folder."""
     import pickle
 
     from threadpoolctl import threadpool_limits
@@ -717,10 +725,9 @@ def _worker(folder: str) -> None:
     frames = {}
     with threadpool_limits(limits=1, user_api="blas"):
         for i, group in enumerate(groups):
-            if not _claim(folder, i):
-                break
-            frames[i] = _bym2_one_group(group, pairs)
-    Path(folder, "rows.pickle").write_bytes(pickle.dumps(frames))
+            if _claim(folder, i):  # else another process has it: look at the next
+                frames[i] = _bym2_one_group(group, pairs)
+    Path(folder, f"rows_{number}.pickle").write_bytes(pickle.dumps(frames))
 
 
 def _bym2_one_group(group, pairs):
@@ -798,4 +805,4 @@ def _bym2_one_group(group, pairs):
 if __name__ == "__main__":
     import sys
 
-    _worker(sys.argv[1])
+    _worker(sys.argv[1], sys.argv[2])
