@@ -22,7 +22,8 @@ structure's generalised inverse (INLA's ``inla.pc.bym.phi``).
 Computation. For a given θ = (log τ, logit φ) the latent x = (μ, b, u) has the sparse precision
 Q of INLA's augmented bym2 (``prior_product``) and the constraints A x = 0; Newton's method on the
 bordered system [[Q + C, Aᵀ], [A, 0]], solved with b eliminated (its block is diagonal:
-``ReducedSystem``), finds the constrained mode, and the Laplace
+``ReducedSystem``) and then by blocks, u's by a banded Cholesky (``BandedSystem``), finds the
+constrained mode, and the Laplace
 approximation of π(θ | y) is the joint density over the Gaussian approximation at the mode
 (``laplace_at``). As INLA's ``int.strategy = "grid"``, θ is integrated over a grid in the
 standardised coordinates of the mode's Hessian (step ``DZ``, while the log density is within
