@@ -269,7 +269,7 @@ def test_mart_rows_name_the_islands_and_leave_communes_without_births_empty():
         bym2.bym2_commune_rates(pooled.drop(columns="multiplier"), neighbours)
 
 
-def _many_groups(indicators=("imr", "nmr", "pnmr"), starts=(2000, 2005, 2010, 2015)):
+def _many_groups(indicators=("indicator_a", "indicator_b", "indicator_c"), starts=(2000, 2005, 2010, 2015)):
     """12 groups (indicator x period) over a ring of 24 communes with a few cross links."""
     rng = np.random.default_rng(11)
     n = 24
@@ -316,7 +316,8 @@ def test_a_failing_worker_process_stops_the_build_with_its_traceback(monkeypatch
     """A group the worker cannot fit (negative deaths here) fails the model with the worker's own
     error."""
     pooled, neighbours = _many_groups()
-    first = (pooled["indicator"] == "imr") & (pooled["period_start"] == 2000) & (pooled["commune_code"] == "00003")
+    first = ((pooled["indicator"] == "indicator_a") & (pooled["period_start"] == 2000)
+             & (pooled["commune_code"] == "00003"))
     pooled.loc[first, "deaths"] = -1
     monkeypatch.setattr(bym2, "_claim", lambda folder, index: False)  # this process leaves every group to the worker
     monkeypatch.setattr(bym2, "WORKERS_FROM", 2)

@@ -50,7 +50,25 @@ def test_benjamini_hochberg_equals_statsmodels():
     assert clusters.benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
 
 
-def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed():
+@pytest.fixture
+def esda_numpy_path(monkeypatch):
+    """esda's permutations as esda draws them without numba. With numba installed (the project
+    compiles a BYM2 kernel with it), esda compiles its conditional randomisation and draws from
+    numba's own generator; without, from numpy's global one, which our local Moran follows (it
+    publishes what that path gives). esda's compiled functions are replaced here by their Python
+    originals (``py_func``): its numpy path, whatever is installed."""
+    import esda.crand
+    import esda.moran
+
+    for module in (esda.crand, esda.moran):
+        for name, value in list(vars(module).items()):
+            if hasattr(value, "py_func"):
+                monkeypatch.setattr(module, name, value.py_func)
+    monkeypatch.setattr(esda.crand, "boolean", bool)  # what esda.crand binds without numba
+    monkeypatch.setattr(esda.crand, "prange", range)
+
+
+def test_local_moran_equals_esda_moran_local_rate_with_the_same_seed(esda_numpy_path):
     import libpysal
     from esda.moran import Moran_Local, Moran_Local_Rate
 
@@ -105,7 +123,7 @@ def _country_graph() -> list[list[int]]:
 
 
 @pytest.mark.parametrize("graph", ["lattice", "country"])
-def test_local_moran_is_esdas_moran_local_to_the_bit(graph):
+def test_local_moran_is_esdas_moran_local_to_the_bit(graph, esda_numpy_path):
     """Our local Moran (no PySAL at build time) against esda's Moran_Local itself, on the same
     values, weights and seed: I, the pseudo p-values and the quadrants equal to the bit, with an
     island, and with ties (integer values, half of them equal) where a draw can equal the
