@@ -307,14 +307,21 @@ class BandedSystem:
     against SuperLU's 0.7 ms for the bordered matrix, most of which is SuperLU's set-up."""
 
     def __init__(self, graph: Bym2Graph):
-        self.bordered = ReducedSystem(graph)
+        self.graph = graph
         self.n = graph.scaled.shape[0]
         self.order = csgraph.reverse_cuthill_mckee(graph.scaled.tocsr(), symmetric_mode=True)
+        self.position = np.empty(self.n, dtype=int)
+        self.position[self.order] = np.arange(self.n)  # u_i's place in the band's order
         coo = graph.scaled[self.order][:, self.order].tocoo()
         lower = coo.row >= coo.col
         self.band = np.zeros((int(np.max(coo.row - coo.col, initial=0)) + 1, self.n))
         self.band[coo.row[lower] - coo.col[lower], coo.col[lower]] = coo.data[lower]  # LAPACK's lower band storage
         self.constraints = graph.constraints[:, self.order].toarray().T  # (n, k), in the band's order
+
+    @cached_property
+    def bordered(self) -> ReducedSystem:
+        """The bordered system for SuperLU, built only if a fallback needs it."""
+        return ReducedSystem(self.graph)
 
     def factor(self, tau: float, phi: float, w: np.ndarray) -> "BandedFactor | BorderedFactor":
         """The factorisation at (τ, φ, w); SuperLU on the bordered matrix where the band's Cholesky
@@ -367,8 +374,7 @@ class BandedFactor:
         """cᵢᵀ Σ cᵢ for cᵢ = α_i at μ and β_i at u_i, Σ the reduced inverse's (μ, u) block. By blocks,
         with Y = S⁻¹ B: Σ_tt = G⁻¹, Σ_ut = -Y G⁻¹ and Σ_uu = S⁻¹ + Y G⁻¹ Yᵀ, of which only the
         diagonal of S⁻¹ is needed (Takahashi's recursion, ``band.inverse_diagonal``)."""
-        position = np.empty(self.system.n, dtype=int)
-        position[self.system.order] = np.arange(self.system.n)  # u_i's place in the band's order
+        position = self.system.position
         schur_inverse = linalg.lu_solve(self.schur, np.eye(self.schur[0].shape[0]), check_finite=False)
         u_t = -(self.solved_coupling @ schur_inverse)[position]  # Σ_ut, rows in the communes' order
         u_u = (band.inverse_diagonal(np.ascontiguousarray(self.cholesky.T))
