@@ -88,20 +88,6 @@
 {%- endmacro %}
 
 
-{#- Sex as published (deaths: Hombre/Mujer/Indeterminado; codes 1/2/9) in English. -#}
-{% macro deis_sex(column) -%}
-    case upper(trim({{ column }}))
-        when 'HOMBRE' then 'male'
-        when '1' then 'male'
-        when 'MUJER' then 'female'
-        when '2' then 'female'
-        when 'INDETERMINADO' then 'undetermined'
-        when '9' then 'undetermined'
-        else 'unknown'
-    end
-{%- endmacro %}
-
-
 {#- Problems that keep a record out of every commune-year. The counts and the audit both use this
     one list, so they reconcile. -#}
 {% macro deis_unassignable_problems() -%}

@@ -122,27 +122,32 @@ def test_with_the_audit_policy_malformed_records_are_audited_and_counted_nowhere
 
 
 def test_loose_number_forms_are_not_read_as_numbers_in_any_field(clean, tmp_path):
-    # DuckDB's own cast reads every one of these as a number (1e3 -> 1000, 0x1F -> 31, 3.8 -> 4):
-    # in every numeric field of a births record they must stay unread, the other fields read.
+    # DuckDB's own cast reads every one of these as a number (1e3 -> 1000, 0x1F -> 31, 3.8 -> 4).
+    # In the numeric fields the warehouse parses (month and day of birth here) they stay unread
+    # and the record says so; in the fields it does not use (weight, length, weeks, the mother's
+    # age) nothing is parsed, so the record is counted as it is.
     files = copy_inputs(clean, tmp_path)
     births = files / "nacimientos" / "synthetic_deis_births_2018.csv"
-    loose = {2: (4, "1e3"), 3: (5, "+50"), 4: (6, "3.8"), 5: (7, "0x1F"), 6: (1, "1_0")}
+    loose = {2: (1, "1e3"), 3: (2, "+5"), 4: (1, "3.8"), 5: (2, "0x1F"), 6: (1, "1_0")}
     for line, (column, value) in loose.items():
         edit_line(births, line, lambda f, c=column, v=value: f[:c] + [v] + f[c + 1:])
     edit_line(births, 7, lambda f: f[:1] + ["03", " 7 "] + f[3:])   # leading zero, spaces: numbers
+    edit_line(births, 8, lambda f: f[:4] + ["1e3", "3.8", "+50", "0x1F"] + f[8:])   # unused fields
     deaths = files / DEATHS
     edit_line(deaths, 11, lambda f: f[:4] + ["-1"] + f[5:])
     database = tmp_path / "loose.duckdb"
     run_dbt(["build", "--select", "+stg_deis__births", "+stg_deis__deaths"], database,
             microdata_vars(deaths, files / "nacimientos", tmp_path / "cache"))
     rows = dict((line, values) for line, *values in query(database, f"""
-        select source_line, birth_month, birth_day, weight_g, length_cm, gestational_weeks, mother_age
-        from staging.stg_deis__births where source_file = ? and source_line between 2 and 7""", [str(births)]))
-    read_as = {4: 2, 5: 3, 6: 4, 7: 5, 1: 0}   # file column -> position in the row above
+        select source_line, birth_month, birth_day, record_problem
+        from staging.stg_deis__births where source_file = ? and source_line between 2 and 8""", [str(births)]))
     for line, (column, value) in loose.items():
-        assert rows[line][read_as[column]] is None, (line, value, rows[line])
-        assert all(v is not None for i, v in enumerate(rows[line]) if i != read_as[column]), rows[line]
-    assert rows[7][:2] == [3, 7]
+        month_or_day = column - 1
+        assert rows[line][month_or_day] is None, (line, value, rows[line])
+        assert rows[line][1 - month_or_day] is not None, rows[line]
+        assert rows[line][2] == "unparseable_date", rows[line]
+    assert rows[7] == [3, 7, None]
+    assert rows[8][2] is None
     (problem,), = query(database, "select record_problem from staging.stg_deis__deaths "
                                   "where source_file = ? and source_line = 11", [str(deaths)])
     assert problem == "age_unparseable"
@@ -241,12 +246,12 @@ def test_blank_lines_in_one_births_file_shift_no_line_of_any_file(clean, several
     assert check_promise(clean[1], database) == []
     for path in (first, second, several_faults.year_2017):
         physical = path.read_bytes().decode("latin-1").split("\n")
-        staged = query(database, "select source_line, birth_day, birth_month, weight_g from staging.stg_deis__births "
-                                 "where source_file = ?", [str(path)])
+        staged = query(database, "select source_line, birth_day, birth_month, commune_code_as_read "
+                                 "from staging.stg_deis__births where source_file = ?", [str(path)])
         assert len(staged) == len([line for line in physical[1:] if line.strip("\r")])
-        for line, day, month, weight in staged:
+        for line, day, month, commune in staged:
             fields = physical[line - 1].split(";")
-            assert (int(fields[2]), int(fields[1]), int(fields[4])) == (day, month, weight), (path.name, line)
+            assert (int(fields[2]), int(fields[1]), fields[8].zfill(5)) == (day, month, commune), (path.name, line)
     entries = dict(query(database, "select entry, blank_lines from marts.audit_input_files where input = 'deis_births'"))
     assert entries == {str(first): 3, str(second): 0, str(several_faults.year_2017): 0}
 

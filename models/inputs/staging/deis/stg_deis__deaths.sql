@@ -3,13 +3,15 @@
 -- One row per record of the DEIS deaths file(s), nothing dropped, whatever their layout (the
 -- official-figures file or the older per-year layout, mixed in one folder). Ages are classified
 -- for the infant indicators (docs/using/deis-layouts.md); a record that cannot be counted cleanly says
--- why in record_problem (the first problem found, in the order of the final coalesce).
+-- why in record_problem (the first problem found, in the order of the final coalesce). Fields
+-- no model uses (sex, place of death, the names of the cause's groups) are read only as part of
+-- their line (column count, encoding) and not stored.
 
 with records as (
     {{ deis_read('deaths', [
-        'ano_def', 'fecha_def', 'mes_def', 'dia_def', 'glosa_sexo', 'edad_tipo', 'edad_cant',
+        'ano_def', 'fecha_def', 'mes_def', 'dia_def', 'edad_tipo', 'edad_cant',
         'codigo_comuna_residencia', 'glosa_comuna_residencia', 'glosa_reg_res', 'reg_res',
-        'diag1', 'diag2', 'lugar_defuncion']) }}
+        'diag1', 'diag2']) }}
 ),
 
 typed as (
@@ -28,7 +30,6 @@ typed as (
                           {{ deis_whole_number('dia_def') }}))
         ) as date_of_death,
         contains(source_columns, 'FECHA_DEF') or contains(source_columns, 'MES_DEF') as has_date,
-        {{ deis_sex('glosa_sexo') }} as sex,
         {{ deis_whole_number('edad_tipo') }} as age_unit_code,
         {{ deis_whole_number('edad_cant') }} as age_amount,
         {{ deis_is_malformed('edad_tipo') }} or {{ deis_is_malformed('edad_cant') }} as is_age_malformed,
@@ -40,8 +41,7 @@ typed as (
         lpad({{ deis_whole_number('reg_res') }}::varchar, 2, '0') as region_code,
         -- Codes without the dot, as DEIS publishes them (P073); ICD-9 before 1997.
         nullif(upper(replace(trim(diag1), '.', '')), '') as cause_icd10,
-        nullif(upper(replace(trim(diag2), '.', '')), '') as external_cause_icd10,
-        trim(lugar_defuncion) as place_of_death
+        nullif(upper(replace(trim(diag2), '.', '')), '') as external_cause_icd10
     from records
 ),
 
@@ -109,7 +109,6 @@ select
     year_of_death,
     year_as_read,
     date_of_death,
-    sex,
     age_unit_code,
     age_amount,
     age_unit_as_read,
@@ -122,9 +121,7 @@ select
     region_code,
     cause_icd10,
     external_cause_icd10,
-    place_of_death,
     age_class,
-    extract(year from date_of_death) <> year_of_death as is_date_year_mismatch,
     coalesce(
         year_problem,
         commune_problem,
