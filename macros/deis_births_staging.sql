@@ -5,8 +5,8 @@
     commune, region); the others (sex, weight, length, weeks, the mother's age, the commune's
     name) are checked only as part of their line (column count, encoding) and not stored:
     parsing and storing them was a third of the staging's time at 61 million records, for
-    columns no model read. Per-year bases carry the codes in force in their year, mapped to current codes by
-    the crosswalk seed. record_problem says why a record cannot be counted in a commune-year, or
+    columns no model read. Per-year bases carry the codes in force in their year, mapped to
+    current codes by the crosswalk seed. record_problem says why a record cannot be counted in a commune-year, or
     what else is wrong with it (region disagreeing with the commune, impossible date).
     The models stg_deis__births_shard_N call it; stg_deis__births is their union. -#}
 {% macro deis_births_staging(shard, shards) -%}

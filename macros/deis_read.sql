@@ -90,10 +90,9 @@
     times a births record to stage (a compressed file read on one core, more columns, the age
     classification: 2.47 against 1.10 microseconds of CPU at scale 8). With dbt's two threads
     (the profile's: on two cores a third thread only adds contention for Python's lock later in
-    the build) the two births shards
-    start first (dbt takes ready nodes in name order) and the deaths when the first shard ends,
-    so the reads end together when the first shard plus the deaths weigh as much as the second
-    shard. With three threads or more the three reads run at once and end together when the
+    the build) the two births shards start first (dbt takes ready nodes in name order) and the
+    deaths when the first shard ends, so the reads end together when the first shard plus the
+    deaths weigh as much as the second shard. With three threads or more the three reads run at once and end together when the
     second shard weighs as much as the deaths and the first holds the rest (halves at scale 8
     left the births ending 11 s before the deaths, one core idle). -#}
 {% macro deis_shard_shares(kind, shards, inspected) -%}
