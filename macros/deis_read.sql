@@ -92,9 +92,9 @@
     (the profile's: on two cores a third thread only adds contention for Python's lock later in
     the build) the two births shards start first (dbt takes ready nodes in name order) and the
     deaths when the first shard ends, so the reads end together when the first shard plus the
-    deaths weigh as much as the second shard. With three threads or more the three reads run at once and end together when the
-    second shard weighs as much as the deaths and the first holds the rest (halves at scale 8
-    left the births ending 11 s before the deaths, one core idle). -#}
+    deaths weigh as much as the second shard. With three threads or more the three reads run at
+    once and end together when the second shard weighs as much as the deaths and the first holds
+    the rest (halves at scale 8 left the births ending 11 s before the deaths, one core idle). -#}
 {% macro deis_shard_shares(kind, shards, inspected) -%}
     {%- if kind != 'births' or shards != 2 or not inspected -%}{{ return(none) }}{%- endif -%}
     {%- set deaths = 2.25 * inspected.deaths | sum(attribute='records_expected') -%}
