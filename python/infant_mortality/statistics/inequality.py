@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special, stats
 
 from infant_mortality.statistics.poisson import poisson_ci
 from infant_mortality.statistics.trends import fit_series_trends
@@ -734,59 +734,110 @@ def gradient_change_test(year, deaths, births, ridit) -> dict:
     ``dispersion``, ``n_deaths`` and ``note`` (why nothing could be fitted); NaN when not estimable."""
     t = np.asarray(year, dtype=float)
     d, n, x = (np.asarray(v, dtype=float) for v in (deaths, births, ridit))
+    return _gradient_change_fit(t, d, n, x)
+
+
+# A Schur complement this small against the (b, g) block it came from is zero up to rounding: the
+# ridit does not vary within the years (or only within one), and (b, g) are not identifiable.
+_SINGULAR_SCHUR = 1e-10
+
+
+def _gradient_change_fit(t, d, n, x) -> dict:
+    """:func:`gradient_change_test` on float arrays.
+
+    The information of (a_1..a_T, b, g) is a diagonal block, s_k = sum of mu over year k,
+    bordered by the two columns of (b, g), so each Newton step eliminates the year levels and
+    solves the 2 x 2 Schur complement S onto (b, g): with xbar_k = sum(mu x) / s_k over year k,
+    V_k = sum(mu x^2) - s_k xbar_k^2 and c_k = t_k - t_bar, S = sum_k V_k [[1, c_k], [c_k, c_k^2]];
+    the reduced score is sum_k r_k [1, c_k] with r_k = sum over year k of d (x - xbar_k); the
+    year steps are (D_k - s_k) / s_k - xbar_k (step_b + c_k step_g). All from per-year sums
+    (np.bincount), never the dense design; var(g) = (the full inverse information)[g, g] =
+    (S^-1)[1, 1]. Singular -- the dense solve's LinAlgError -- when a year's expected sum is zero
+    or S is not positive definite (up to rounding)."""
     keep = (n > 0) & np.isfinite(x) & np.isfinite(d)
     t, d, n, x = t[keep], d[keep], n[keep], x[keep]
     out = dict(log_rii_slope=np.nan, se=np.nan, p_value=np.nan, dispersion=np.nan, n_deaths=float(d.sum()), note=None)
-    years = np.unique(t)
-    df = len(d) - len(years) - 2
-    if len(years) < 2 or df <= 0 or d.sum() == 0:
+    years, k = np.unique(t, return_inverse=True)
+    n_years = len(years)
+    df = len(d) - n_years - 2
+    if n_years < 2 or df <= 0 or d.sum() == 0:
         out["note"] = "too few years or communes with deaths for the gradient's change"
         return out
-    centred = t - t.mean()
-    design = np.column_stack([(t[:, None] == years[None, :]).astype(float), x, x * centred])
-    beta = np.zeros(design.shape[1])
-    with np.errstate(divide="ignore"):
-        year_rate = np.array([d[t == y].sum() / n[t == y].sum() for y in years])
-    beta[:len(years)] = np.log(np.where(year_rate > 0, year_rate, 1e-12))
+    c_year = years - t.mean()
+    c = c_year[k]
+    powers = np.stack([np.ones(n_years), c_year, c_year * c_year])  # sum_k [1, c_k, c_k^2] y_k = powers @ y
+    deaths_year = np.bincount(k, d, n_years)
+    deaths_x_year = np.bincount(k, d * x, n_years)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        year_rate = deaths_year / np.bincount(k, n, n_years)
+    a = np.log(np.where(year_rate > 0, year_rate, 1e-12))
+    b = g = 0.0
     for _ in range(100):
-        mu = n * np.exp(design @ beta)
-        info = design.T @ (mu[:, None] * design)
-        try:
-            step = np.linalg.solve(info, design.T @ (d - mu))
-        except np.linalg.LinAlgError:
+        mu = n * np.exp(a[k] + x * (b + g * c))
+        mu_x = mu * x
+        s = np.bincount(k, mu, n_years)
+        if not s.all():  # a year with a zero expected sum: a zero row and column of the information
             out["note"] = "the gradient's change is not identifiable (singular information)"
             return out
-        beta += step
-        if np.max(np.abs(step)) < 1e-10:
+        m = np.bincount(k, mu_x, n_years)
+        q = np.bincount(k, mu_x * x, n_years)
+        xbar = m / s
+        s00, s01, s11 = powers @ (q - m * xbar)
+        r0, r1, _ = powers @ (deaths_x_year - xbar * deaths_year)
+        det = s00 * s11 - s01 * s01
+        if s00 <= _SINGULAR_SCHUR * q.sum() or det <= _SINGULAR_SCHUR * s00 * s11:
+            out["note"] = "the gradient's change is not identifiable (singular information)"
+            return out
+        step_b, step_g = (s11 * r0 - s01 * r1) / det, (s00 * r1 - s01 * r0) / det
+        step_a = (deaths_year - s) / s - xbar * (step_b + c_year * step_g)
+        a += step_a
+        b += step_b
+        g += step_g
+        if np.abs(step_a).max() < 1e-10 and abs(step_b) < 1e-10 and abs(step_g) < 1e-10:
             break
     else:
         out["note"] = "the gradient's change did not converge"
         return out
-    mu = n * np.exp(design @ beta)
+    mu = n * np.exp(a[k] + x * (b + g * c))
     phi = float(((d - mu) ** 2 / mu).sum() / df)
-    variance = float(np.linalg.inv(info)[-1, -1])
+    variance = float(s00 / det)
     quasi_se = float(np.sqrt(phi * variance))
-    tests = [(quasi_se, float(2 * stats.t(df).sf(abs(beta[-1]) / quasi_se)))]
+    # stats.t(df).sf(z) and stats.norm.sf(z) are special.stdtr(df, -z) and special.ndtr(-z), less
+    # scipy.stats' argument handling (tens of microseconds a call, thousands of calls a build).
+    tests = [(quasi_se, float(2 * special.stdtr(df, -abs(g) / quasi_se)))]
     if phi <= 1:  # the scale floored at 1: the Poisson test must reject too
-        tests.append((float(np.sqrt(variance)), float(2 * stats.norm.sf(abs(beta[-1]) / np.sqrt(variance)))))
+        tests.append((float(np.sqrt(variance)), float(2 * special.ndtr(-abs(g) / np.sqrt(variance)))))
     se, p_value = max(tests, key=lambda test: test[1])
-    out.update(log_rii_slope=-float(beta[-1]), se=se, dispersion=phi, p_value=p_value)
+    out.update(log_rii_slope=-float(g), se=se, dispersion=phi, p_value=p_value)
     return out
 
 
 def gradient_change_tests(membership: pd.DataFrame, periods: pd.DataFrame) -> pd.DataFrame:
     """:func:`gradient_change_test` of every area, indicator and stratifier over every period,
     from the ranked single-year rows of ``membership`` (int_inequality__membership: the communes
-    with a ridit; period_start = period_end = the year)."""
+    with a ridit; period_start = period_end = the year). Rows period by period, the series of a
+    period in the order they first appear among its rows (a groupby of the period's rows)."""
     yearly = membership[(membership["period_start"] == membership["period_end"]) & membership["ridit"].notna()]
-    rows = []
+    # Grouped once, the columns made arrays once: each period is a mask on a series' rows.
+    year = np.asarray(yearly["period_start"], dtype=float)
+    deaths, births, ridit = (np.asarray(yearly[c], dtype=float) for c in ("deaths", "live_births", "ridit"))
+    series = []
+    for keys, rows in yearly.groupby(TREND_KEYS, sort=False).indices.items():
+        rows = np.sort(rows)  # in the frame's order, as the groupby gives them
+        series.append((keys, rows, year[rows]))
+    out = []
     for p in periods[PERIOD_KEYS].drop_duplicates().itertuples(index=False):
-        inside = yearly[(yearly["period_start"] >= p.period_start) & (yearly["period_start"] <= p.period_end)]
-        for keys, g in inside.groupby(TREND_KEYS, sort=False):
-            rows.append({**dict(zip(TREND_KEYS, keys)), "period_start": p.period_start, "period_end": p.period_end,
-                         **gradient_change_test(g["period_start"], g["deaths"], g["live_births"], g["ridit"])})
+        inside = []
+        for keys, rows, t in series:
+            within = rows[(t >= p.period_start) & (t <= p.period_end)]
+            if len(within):
+                inside.append((within[0], keys, within))
+        inside.sort(key=lambda group: group[0])  # first appearance among the period's rows
+        for _, keys, within in inside:
+            out.append({**dict(zip(TREND_KEYS, keys)), "period_start": p.period_start, "period_end": p.period_end,
+                        **_gradient_change_fit(year[within], deaths[within], births[within], ridit[within])})
     columns = [*TREND_KEYS, *PERIOD_KEYS, "log_rii_slope", "se", "p_value", "dispersion", "n_deaths", "note"]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(out, columns=columns)
 
 
 def confirm_gap_trends(trends: pd.DataFrame, tests: pd.DataFrame, *, p_threshold: float,
