@@ -221,6 +221,57 @@ def test_mixture_summaries_by_hand():
     assert 0.25 * stats.norm.cdf(np.log(median)) + 0.75 * stats.norm.cdf((np.log(median) - 1) / 0.5) == pytest.approx(0.5)
 
 
+def _bisected_quantile(weights, mean, var, p):
+    """The mixture's p-quantile in η by plain bisection of the CDF (scipy.stats), halved until
+    its bracket no longer shrinks: the reference."""
+    sd = np.sqrt(var)
+    low, high = (mean - 40 * sd).min(axis=0), (mean + 40 * sd).max(axis=0)
+    for _ in range(2000):
+        mid = (low + high) / 2
+        below = weights @ stats.norm.cdf((mid - mean) / sd) < p
+        low, high = np.where(below, mid, low), np.where(below, high, mid)
+    return (low + high) / 2
+
+
+def _mixtures(rng, k=25, n=40):
+    """(name, weights, means, variances) of η mixtures like the national fits' (means about
+    log 0.008), and extreme ones."""
+    commune = np.log(0.008) + rng.normal(0, 0.3, n)
+    weights = np.exp(rng.normal(0, 1.5, k))
+    weights /= weights.sum()
+    yield "realistic", weights, commune + rng.normal(0, 0.05, (k, n)), rng.uniform(0.01, 0.2, (k, n))
+    dominant = np.full(k, 1e-3 / (k - 1))
+    dominant[3] = 0.999
+    yield "one dominant component", dominant, commune + rng.normal(0, 0.5, (k, n)), rng.uniform(0.01, 0.2, (k, n))
+    # 30% of the mass 3 to 12 below the rest: bimodal, with a flat CDF between the modes.
+    two = np.r_[np.full(10, 0.3 / 10), np.full(k - 10, 0.7 / (k - 10))]
+    gap = np.r_[np.zeros(10), np.ones(k - 10)][:, None] * rng.uniform(3, 12, n)
+    yield "bimodal", two, commune + gap + rng.normal(0, 0.05, (k, n)), rng.uniform(0.005, 0.05, (k, n))
+    yield "tiny variances, spread", weights, commune + rng.normal(0, 0.3, (k, n)), rng.uniform(1e-8, 1e-6, (k, n))
+    yield "tiny variances, close", weights, commune + rng.normal(0, 1e-4, (k, n)), rng.uniform(1e-10, 1e-8, (k, n))
+
+
+def test_the_quantile_by_safeguarded_newton_is_the_bisections(monkeypatch):
+    """rate_quantile (Newton's method, bisecting where a step leaves its bracket) against plain
+    bisection, on realistic and extreme mixtures: the same rate to 1e-10, F(quantile) = p to
+    1e-10, and a few CDF evaluations where the mixture is smooth (bisection took 45)."""
+    rng = np.random.default_rng(12)
+    ndtr, evaluations = special.ndtr, []
+    monkeypatch.setattr(bym2.special, "ndtr", lambda *args, **kwargs: evaluations.append(1) or ndtr(*args, **kwargs))
+    for name, weights, mean, var in _mixtures(rng):
+        fit = bym2.Bym2Fit(theta=np.zeros((len(weights), 2)), weights=weights, mean=mean, var=var,
+                           phi_mean=0.5, mode=np.zeros(2))
+        for p in (0.025, 0.5, 0.975):
+            evaluations.clear()
+            quantile = fit.rate_quantile(p)
+            steps = len(evaluations)
+            reference = np.exp(_bisected_quantile(weights, mean, var, p))
+            assert quantile == pytest.approx(reference, rel=1e-10, abs=0), (name, p)
+            cdf = weights @ stats.norm.cdf((np.log(quantile) - mean) / np.sqrt(var))
+            assert cdf == pytest.approx(np.full_like(cdf, p), rel=0, abs=1e-10), (name, p)
+            assert steps <= (6 if name in ("realistic", "one dominant component") else 30), (name, p)
+
+
 def test_fit_shrinks_small_areas_towards_their_neighbours_and_is_deterministic():
     rng = np.random.default_rng(7)
     n = 30

@@ -499,17 +499,52 @@ class Bym2Fit:
         return np.clip(self.weights @ special.ndtr((self.mean - log_t) / np.sqrt(self.var)), 0.0, 1.0)
 
     def rate_quantile(self, p: float) -> np.ndarray:
-        """The p-quantile of exp(η_i) | y: the mixture's CDF inverted by bisection (to 1e-12 in η)."""
+        """The p-quantile of exp(η_i) | y: the mixture's CDF F inverted in η to 1e-12 by Newton's
+        method on F(η) - p, the mixture density its derivative, from the mixture's moment-matched
+        normal: 4 to 12 steps on the national fits, mostly 5 (a CDF and a density each), where
+        bisection took 45 (a CDF each; 7 times as long). Safeguarded as Numerical Recipes'
+        rtsafe: a step that leaves the bracket (F < p below, F >= p above, narrowed at every step)
+        or does not halve the step before last bisects the bracket instead, so a flat or
+        multimodal mixture converges too."""
+        w, mean = self.weights, self.mean
         sd = np.sqrt(self.var)
-        low = (self.mean - 10 * sd).min(axis=0)
-        high = (self.mean + 10 * sd).max(axis=0)
+        widest = sd.max(axis=0)
+        low, high = mean.min(axis=0) - 10 * widest, mean.max(axis=0) + 10 * widest  # F(low) < p <= F(high)
+        centre = w @ mean
+        z = np.square(mean - centre)
+        x = np.clip(centre + special.ndtri(p) * np.sqrt(w @ self.var + w @ z), low, high)
+        inverse_sd = np.divide(1, sd, out=sd)
+        # z and cdf are overwritten at every step: a fresh (k, n) array costs about as much as an ndtr.
+        cdf = np.empty_like(z)
+        eta = np.empty_like(x)
+        todo = np.arange(x.size)  # the communes (columns) still iterated on
+        done = np.zeros(x.size, bool)
+        step = before = high - low
         for _ in range(200):
-            mid = (low + high) / 2
-            below = self.weights @ special.ndtr((mid - self.mean) / sd) < p  # ndtr: the normal CDF
-            low, high = np.where(below, mid, low), np.where(below, high, mid)
-            if np.max(high - low) < 1e-12:
+            np.multiply(np.subtract(x, mean, out=z), inverse_sd, out=z)
+            excess = w @ special.ndtr(z, out=cdf) - p  # ndtr: the normal CDF
+            np.exp(np.multiply(np.square(z, out=z), -0.5, out=z), out=z)
+            density = w @ np.multiply(z, inverse_sd, out=z) / np.sqrt(2 * np.pi)
+            below = excess < 0
+            low, high = np.where(below, x, low), np.where(below, high, x)
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # density 0 or tiny: bisect
+                newton = x - excess / density
+            keep = (newton >= low) & (newton <= high) & (np.abs(newton - x) <= before / 2)
+            moved = np.where(keep, newton, (low + high) / 2)
+            before, step = step, np.abs(moved - x)
+            x = np.where(done, x, moved)
+            done |= (step < 1e-12) | (high - low < 1e-12)
+            if done.all():
                 break
-        return np.exp((low + high) / 2)
+            if 2 * done.sum() >= done.size:  # half converged: go on with the other half's columns only
+                eta[todo[done]] = x[done]
+                rest = ~done
+                todo, x, low, high, step, before, done = (
+                    todo[rest], x[rest], low[rest], high[rest], step[rest], before[rest], done[rest])
+                mean, inverse_sd = mean[:, rest], inverse_sd[:, rest]
+                z, cdf = np.empty_like(mean), np.empty_like(mean)
+        eta[todo] = x
+        return np.exp(eta)
 
 
 def fit_bym2(deaths, births, graph: Bym2Graph, dz: float = DZ, diff_logdens: float = DIFF_LOGDENS) -> Bym2Fit:
