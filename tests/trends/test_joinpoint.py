@@ -513,3 +513,21 @@ def test_stopping_when_the_decision_is_settled_chooses_what_all_permutations_cho
     assert {f.n_joinpoints for f in full} == {0, 1, 2}
     with pytest.raises(ValueError, match="permutation_stop"):
         jp.fit_joinpoint(years, deaths[0], births[0], permutation_stop="some")
+
+
+def test_the_hinge_bases_span_what_qr_spans_and_are_orthonormal():
+    # Gram-Schmidt over every series and candidate at once (joinpoint._orthonormal_rows) against
+    # numpy's QR of each candidate: the same projections |Q'y|^2 and fitted values QQ'y.
+    rng = np.random.default_rng(12)
+    for k in (1, 2, 3):
+        z = rng.normal(size=(4, 7, 20, k))
+        rows = jp._orthonormal_rows(z)  # (S, k, C, n)
+        q = np.linalg.qr(z)[0]  # (S, C, n, k)
+        y = rng.normal(size=(4, 20))
+        ours = np.einsum("skcn,sn->skc", rows, y)
+        theirs = np.einsum("scnk,sn->skc", q, y)
+        assert np.allclose((ours**2).sum(axis=1), (theirs**2).sum(axis=1), rtol=1e-12, atol=0)
+        assert np.allclose(np.einsum("skcn,skc->scn", rows, ours), np.einsum("scnk,skc->scn", q, theirs),
+                           rtol=1e-10, atol=1e-12)
+        gram = np.einsum("spcn,sqcn->scpq", rows, rows)
+        assert np.allclose(gram, np.eye(k), atol=1e-13)

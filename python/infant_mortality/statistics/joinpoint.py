@@ -368,6 +368,21 @@ def _df(n: int, k: int, se_method: str) -> int:
     return n - k - 2 * (k + 1) if se_method == "nci" else n - k - 2
 
 
+def _orthonormal_rows(z: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of each candidate's k columns z[s, c] (z: S, C, n, k), by modified
+    Gram-Schmidt over the k columns at once for every series and candidate: the span of
+    np.linalg.qr's Q (up to the signs of its vectors, which no squared projection and no fitted
+    value sees) without one LAPACK call per candidate, which took 1.7 s of the national build.
+    Stored as rows, basis vector first (S, k, C, n): the product with the responses needs no
+    copy, and the k squares of a candidate are summed as k whole slabs."""
+    rows = np.ascontiguousarray(np.moveaxis(z, 3, 1))
+    for p in range(rows.shape[1]):
+        for q in range(p):
+            rows[:, p] -= np.einsum("scn,scn->sc", rows[:, q], rows[:, p])[..., None] * rows[:, q]
+        rows[:, p] /= np.linalg.norm(rows[:, p], axis=-1, keepdims=True)
+    return rows
+
+
 class _GroupFits:
     """Grid-search machinery for series sharing the same years (weights may differ).
 
@@ -397,9 +412,7 @@ class _GroupFits:
             z = sqrt_w[:, None, :, None] * design[None]  # (S, C, n, k)
             for direction in (self.u, self.v):
                 z = z - direction[:, None, :, None] * np.einsum("sn,scnp->scp", direction, z)[:, :, None, :]
-            # Stored as rows, basis vector first (S, k, C, n): the product with the responses
-            # needs no copy, and the k squares of a candidate are summed as k whole slabs.
-            self.hinges.append(np.ascontiguousarray(np.linalg.qr(z)[0].transpose(0, 3, 1, 2)))
+            self.hinges.append(_orthonormal_rows(z))
 
     def rows(self, k: int) -> int:
         """Rows of the matrix product for the candidates with k joinpoints."""
