@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import integrate, special, stats
 
-from infant_mortality.statistics import band, bym2
+from infant_mortality.statistics import band, bym2, bym2_kernels
 
 PATH3 = [(0, 1), (1, 2)]
 
@@ -90,6 +90,28 @@ def _dense_reference(theta, y, births, graph):
     return x[0] + x[1:], var, log_post
 
 
+def _dense_prior_precision(tau, phi, graph):
+    """Q of x = (μ, b, u) written out from its definition (docs/methods/maps.md)."""
+    n = graph.scaled.shape[0]
+    q = np.zeros((2 * n + 1, 2 * n + 1))
+    q[1:n + 1, 1:n + 1] = tau / (1 - phi) * np.eye(n)
+    q[1:n + 1, n + 1:] = q[n + 1:, 1:n + 1] = -np.sqrt(tau * phi) / (1 - phi) * np.eye(n)
+    q[n + 1:, n + 1:] = graph.scaled.toarray() + phi / (1 - phi) * np.eye(n)
+    return q
+
+
+def _dense_bordered(q, e, graph):
+    """The whole bordered (KKT) matrix [[Q + C, Aᵀ], [A, 0]], C the likelihood's curvature e on η = μ + b."""
+    n, k = len(e), graph.constraints.shape[0]
+    h = q.copy()
+    h[0, 0] += e.sum()
+    h[0, 1:n + 1] += e
+    h[1:n + 1, 0] += e
+    h[1:n + 1, 1:n + 1] += np.diag(e)
+    a = np.hstack([np.zeros((k, n + 1)), graph.constraints.toarray()])
+    return np.block([[h, a.T], [a, np.zeros((k, k))]])
+
+
 def test_the_system_without_b_is_the_schur_complement_of_the_whole_bordered_system():
     """ReducedSystem (b eliminated) against the dense Schur complement of [[Q + C, Aᵀ], [A, 0]],
     Q written out from its definition (docs/methods/maps.md), on two components and an island;
@@ -99,18 +121,8 @@ def test_the_system_without_b_is_the_schur_complement_of_the_whole_bordered_syst
     rng = np.random.default_rng(46)
     tau, phi = 3.7, 0.35
     e = rng.uniform(0.5, 40, n)
-    r = graph.scaled.toarray()
-    q = np.zeros((2 * n + 1, 2 * n + 1))
-    q[1:n + 1, 1:n + 1] = tau / (1 - phi) * np.eye(n)
-    q[1:n + 1, n + 1:] = q[n + 1:, 1:n + 1] = -np.sqrt(tau * phi) / (1 - phi) * np.eye(n)
-    q[n + 1:, n + 1:] = r + phi / (1 - phi) * np.eye(n)
-    h = q.copy()
-    h[0, 0] += e.sum()
-    h[0, 1:n + 1] += e
-    h[1:n + 1, 0] += e
-    h[1:n + 1, 1:n + 1] += np.diag(e)
-    a = np.hstack([np.zeros((k, n + 1)), graph.constraints.toarray()])
-    whole = np.block([[h, a.T], [a, np.zeros((k, k))]])
+    q = _dense_prior_precision(tau, phi, graph)
+    whole = _dense_bordered(q, e, graph)
     b = np.arange(1, n + 1)
     rest = np.setdiff1d(np.arange(2 * n + 1 + k), b)
     schur = whole[np.ix_(rest, rest)] - whole[np.ix_(rest, b)] @ np.linalg.solve(whole[np.ix_(b, b)], whole[np.ix_(b, rest)])
@@ -120,62 +132,201 @@ def test_the_system_without_b_is_the_schur_complement_of_the_whole_bordered_syst
     assert bym2.prior_product([np.log(tau), special.logit(phi)], graph, x) == pytest.approx(q @ x, rel=1e-12)
 
 
-def test_band_inverse_diagonal_is_the_diagonal_of_the_dense_inverse():
-    """Takahashi's recursion (compiled) on LAPACK's band Cholesky factor against numpy's dense inverse."""
-    from scipy.linalg import lapack
-    rng = np.random.default_rng(45)
-    n, width = 40, 4
+def _envelope_matrix(rng, n, width):
+    """A symmetric positive definite matrix whose rows start at random columns within ``width`` of
+    the diagonal, and its lower triangle in the envelope layout (``bym2_kernels``)."""
+    first = np.array([max(0, i - int(rng.integers(0, width + 1))) for i in range(n)])
+    first[np.arange(n) % 7 == 3] = np.arange(n)[np.arange(n) % 7 == 3]  # a few rows with nothing left of the diagonal
     s = np.zeros((n, n))
-    for d in range(1, width + 1):
-        off = rng.normal(size=n - d)
-        s += np.diag(off, d) + np.diag(off, -d)
+    for i in range(n):
+        for p in range(first[i], i):
+            if rng.random() < 0.6 or p == first[i]:
+                s[i, p] = s[p, i] = rng.normal()
     s += np.diag(np.abs(s).sum(axis=1) + rng.uniform(0.01, 1, n))  # diagonally dominant: SPD
-    lower_band = np.array([np.concatenate([np.diag(s, -d), np.zeros(d)]) for d in range(width + 1)])
-    cholesky, info = lapack.dpbtrf(lower_band, lower=1)
-    assert info == 0
-    inverse = np.diag(np.linalg.inv(s))
-    assert band.inverse_diagonal(np.ascontiguousarray(cholesky.T)) == pytest.approx(inverse, rel=1e-12)
-    assert band.inverse_diagonal(cholesky.T) == pytest.approx(inverse, rel=1e-12)  # dpbtrf's own layout
+    lower = np.zeros((n, width + 1))
+    for i in range(n):
+        for p in range(first[i], i + 1):
+            lower[i, width + p - i] = s[i, p]
+    return s, lower, first.astype(np.int64)
 
 
-def test_the_band_and_superlu_solve_the_reduced_system_alike():
-    """BandedFactor (banded Cholesky of u's block, dense Schur complement of μ and the multipliers)
-    against SuperLU on the whole bordered matrix: the same solution, |determinant| and latent
-    variances, on two components and an island."""
+def test_the_envelope_cholesky_its_solves_and_the_inverse_diagonal_are_numpys():
+    """The compiled envelope pieces against numpy's dense Cholesky, solves, product and inverse,
+    on a matrix with rows of every envelope length (and on a plain band: first = i - w)."""
+    rng = np.random.default_rng(45)
+    n, width = 40, 5
+    s, lower, first = _envelope_matrix(rng, n, width)
+    factor = lower.copy()
+    assert bym2_kernels.envelope_cholesky(factor, first)
+    dense_l = np.linalg.cholesky(s)
+    for i in range(n):
+        assert factor[i, width + first[i] - i:] == pytest.approx(dense_l[i, first[i]:i + 1], rel=1e-12, abs=1e-14)
+        assert np.all(dense_l[i, :first[i]] == 0)
+    assert band.inverse_diagonal(factor, first) == pytest.approx(np.diag(np.linalg.inv(s)), rel=1e-12)
+    rows = rng.normal(size=(3, n))
+    solved = rows.copy()
+    bym2_kernels.forward_solve(factor, first, solved)
+    assert solved == pytest.approx(np.linalg.solve(dense_l, rows.T).T, rel=1e-12, abs=1e-12)
+    back = rows[0].copy()
+    bym2_kernels.backward_solve(factor, first, back)
+    assert back == pytest.approx(np.linalg.solve(dense_l.T, rows[0]), rel=1e-12, abs=1e-12)
+    product = np.empty(n)
+    bym2_kernels.structure_product(lower, first, rows[1], product)
+    assert product == pytest.approx(s @ rows[1], rel=1e-12, abs=1e-12)
+    banded = np.maximum(np.arange(n) - width, 0).astype(np.int64)  # the whole band: first = i - w
+    assert band.inverse_diagonal(factor, banded) == pytest.approx(np.diag(np.linalg.inv(s)), rel=1e-12)
+    indefinite = lower.copy()
+    indefinite[n // 2, width] = -1.0
+    assert not bym2_kernels.envelope_cholesky(indefinite, first)
+
+
+def test_the_compiled_reduced_system_and_superlu_solve_it_alike():
+    """``bym2_kernels.factorise`` (envelope Cholesky of u's block, dense Schur complement of μ and
+    the multipliers) and ``reduced_solve`` against SuperLU on the whole bordered matrix: the same
+    solution, |determinant| and latent variances, on two components and an island."""
     graph = bym2.decompose(9, PATH3 + [(2, 3), (3, 0), (4, 5), (5, 6), (6, 7)])  # 0-3, 4-7, island 8
     system = bym2.BandedSystem(graph)
+    order, n, k = system.order, 9, graph.constraints.shape[0]
     rng = np.random.default_rng(7)
     tau, phi = 12.0, 0.7
-    e = rng.uniform(0.5, 40, 9)
+    e = rng.uniform(0.5, 40, n)
     w = e / (tau + (1 - phi) * e)
-    banded = system.factor(tau, phi, w)
-    assert isinstance(banded, bym2.BandedFactor)
+    ok, factor, forward, lu, pivots = bym2_kernels.factorise(system.structure, system.first, system.constraints,
+                                                             tau, phi, w[order])
+    assert ok
+    banded = bym2.BandedFactor(system, factor, forward, bym2_kernels.lu_inverse(lu, pivots),
+                               np.sum(np.log(np.abs(np.diag(lu)))))
     bordered = bym2.BorderedFactor(bym2._factor(system.bordered.at(tau, phi, w)))
-    rhs = rng.normal(size=system.bordered.matrix.shape[0])
-    assert banded.solve(rhs) == pytest.approx(bordered.solve(rhs), rel=1e-10, abs=1e-12)
+    rhs = rng.normal(size=n + 1 + k)
+    t, u = bym2_kernels.reduced_solve(factor, system.first, forward, lu, pivots,
+                                      np.concatenate([rhs[:1], rhs[n + 1:]]), rhs[1:n + 1][order])
+    solution = np.concatenate([t[:1], u[system.position], t[1:]])
+    assert solution == pytest.approx(bordered.solve(rhs), rel=1e-10, abs=1e-12)
     assert banded.log_abs_det == pytest.approx(bordered.log_abs_det, rel=1e-12)
-    alpha, beta = rng.uniform(0.1, 1, 9), rng.uniform(0.1, 1, 9)
+    alpha, beta = rng.uniform(0.1, 1, n), rng.uniform(0.1, 1, n)
     assert banded.eta_variance(alpha, beta) == pytest.approx(bordered.eta_variance(alpha, beta), rel=1e-10)
 
 
+def _dense_laplace(theta, y, births, graph, start=None):
+    """The Laplace step as numpy took it before it was compiled, on the whole bordered (KKT)
+    system [[H, Aᵀ], [A, 0]] written out densely and solved by numpy: the same start, damped
+    Newton steps and stopping rule. (log π(θ | y), the mode x, the variance of η); the bordered
+    matrix's log |determinant| is the module's Σ log D_i plus the reduced system's (b eliminated)."""
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    n, k = len(y), graph.constraints.shape[0]
+    offset = np.log(births)
+    q = _dense_prior_precision(tau, phi, graph)
+    if start is None:
+        x = np.zeros(2 * n + 1)
+        x[0] = np.log(max(y.sum(), 0.5) / births.sum())
+    else:
+        x = start.copy()
+
+    def objective(x):
+        eta = x[0] + x[1:n + 1] + offset
+        return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ q @ x
+
+    current = objective(x)
+    for _ in range(bym2.NEWTON_ITERATIONS):
+        e = np.exp(x[0] + x[1:n + 1] + offset)
+        kkt = _dense_bordered(q, e, graph)
+        gradient = -q @ x
+        gradient[0] += np.sum(y - e)
+        gradient[1:n + 1] += y - e
+        step = np.linalg.solve(kkt, np.concatenate([gradient, np.zeros(k)]))[:2 * n + 1]
+        if np.max(np.abs(step)) < bym2.NEWTON_TOL:
+            break
+        for _ in range(50):
+            candidate = objective(x + step)
+            if candidate >= current - 1e-12 * abs(current):
+                break
+            step = step / 2
+        else:
+            break
+        x, current = x + step, candidate
+    eta = x[0] + x[1:n + 1] + offset
+    log_joint = (np.sum(y * eta - np.exp(eta) - special.gammaln(y + 1))
+                 + 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ q @ x)
+    log_post = (log_joint - 0.5 * np.linalg.slogdet(kkt)[1]
+                + bym2.log_pc_prec(theta[0]) + bym2.log_pc_phi(theta[1], graph.gamma)[0])
+    cov = np.linalg.inv(kkt)[:n + 1, :n + 1]  # of (μ, b)
+    return log_post, x, cov[0, 0] + np.diag(cov)[1:] + 2 * cov[0, 1:]
+
+
+def _shuffled(n, edges, seed):
+    """The graph with its nodes renumbered at random: the band's order is not the communes'."""
+    relabel = np.random.default_rng(seed).permutation(n)
+    return n, [(int(relabel[a]), int(relabel[b])) for a, b in edges]
+
+
+LAPLACE_GRAPHS = {
+    "two components and an island": (7, PATH3 + [(2, 3), (3, 0), (4, 5)]),
+    "a triangle": (3, [(0, 1), (1, 2), (2, 0)]),
+    "four components and two islands": _shuffled(
+        14, [(0, 1), (1, 2), (2, 3), (3, 4), (4, 0), (1, 3), (5, 6), (6, 7), (8, 9), (10, 11)], 1),
+    "islands only": (4, []),
+    "a ring of 30 with chords": _shuffled(30, [(i, (i + 1) % 30) for i in range(30)]
+                                          + [(i, (i + 7) % 30) for i in range(0, 30, 4)], 2),
+}
+
+
+@pytest.mark.parametrize("name", LAPLACE_GRAPHS)
+def test_the_compiled_laplace_step_is_the_dense_bordered_newton(name):
+    """laplace_at (the compiled Newton iteration, ``bym2_kernels.laplace_mode``) against the same
+    iteration on the dense bordered system: log π(θ | y), the mode x and the variances of η to
+    1e-9, from the default start and from the mode of another θ (the grid's warm start)."""
+    n, edges = LAPLACE_GRAPHS[name]
+    rng = np.random.default_rng(n)
+    births = rng.integers(200, 3000, n).astype(float)
+    y = rng.poisson(births * 0.008).astype(float)
+    graph = bym2.decompose(n, edges)
+    system = bym2.BandedSystem(graph)
+    previous = None
+    for theta in ([3.0, -1.0], [1.0, 1.5], [5.0, 0.0], [2.0, 6.0], [7.0, -5.0]):
+        theta = np.array(theta)
+        for start in (None, previous):
+            fit = bym2.laplace_at(theta, y, births, graph, start=start, system=system)
+            assert isinstance(fit.variance_parts[0], bym2.BandedFactor)
+            log_post, x, var = _dense_laplace(theta, y, births, graph, start=start)
+            assert fit.log_posterior == pytest.approx(log_post, rel=1e-9, abs=0), (theta, start is None)
+            assert fit.x == pytest.approx(x, rel=1e-9, abs=1e-12), (theta, start is None)
+            assert fit.var == pytest.approx(var, rel=1e-9, abs=0), (theta, start is None)
+        previous = fit.x
+
+
 def test_where_the_band_cholesky_fails_superlu_takes_over(monkeypatch):
-    """A band that is numerically not positive definite (φ w under rounding next to R*'s null
-    space) falls back to SuperLU on the bordered matrix: the same Laplace approximation."""
+    """Where u's block is numerically not positive definite (φ w under rounding next to R*'s null
+    space) the compiled iteration says so, and SuperLU on the bordered matrix takes over for that
+    θ: the same Laplace approximation."""
     rng = np.random.default_rng(3)
     births = rng.integers(200, 3000, 7).astype(float)
     y = rng.poisson(births * 0.008).astype(float)
     graph = bym2.decompose(7, PATH3 + [(2, 3), (3, 0), (4, 5)])
+    system = bym2.BandedSystem(graph)
+    start = np.zeros(15)
+    outcome = bym2_kernels.laplace_mode(3.0, 0.4, y, np.log(births), -system.structure, system.first,
+                                        system.constraints, system.order, start, 1e-8, 200)[0]
+    assert outcome == bym2_kernels.NOT_POSITIVE_DEFINITE  # -R* + φ diag(w) is not
     banded = bym2.laplace_at(np.array([3.0, -1.0]), y, births, graph)
-
-    def not_positive_definite(self, *args):
-        raise np.linalg.LinAlgError("the band is not positive definite (LAPACK info 3)")
-
-    monkeypatch.setattr(bym2.BandedFactor, "__init__", not_positive_definite)
+    compiled = bym2_kernels.laplace_mode
+    monkeypatch.setattr(bym2_kernels, "laplace_mode",
+                        lambda *args: (bym2_kernels.NOT_POSITIVE_DEFINITE, *compiled(*args)[1:]))
     fallback = bym2.laplace_at(np.array([3.0, -1.0]), y, births, graph)
     assert isinstance(fallback.variance_parts[0], bym2.BorderedFactor)
     assert fallback.mean == pytest.approx(banded.mean, abs=1e-9)
     assert fallback.var == pytest.approx(banded.var, rel=1e-9)
     assert fallback.log_posterior == pytest.approx(banded.log_posterior, abs=1e-9)
+
+
+def test_a_laplace_step_without_a_mode_after_its_iterations_raises_not_converged(monkeypatch):
+    """NEWTON_ITERATIONS bounds the compiled iteration as it bounds SuperLU's."""
+    rng = np.random.default_rng(3)
+    births = rng.integers(200, 3000, 7).astype(float)
+    y = rng.poisson(births * 0.008).astype(float)
+    graph = bym2.decompose(7, PATH3 + [(2, 3), (3, 0), (4, 5)])
+    monkeypatch.setattr(bym2, "NEWTON_ITERATIONS", 1)
+    with pytest.raises(bym2.NotConverged):
+        bym2.laplace_at(np.array([3.0, -1.0]), y, births, graph)
 
 
 @pytest.mark.parametrize("edges, n", [(PATH3 + [(2, 3), (3, 0), (4, 5)], 7), ([(0, 1), (1, 2), (2, 0)], 3)])

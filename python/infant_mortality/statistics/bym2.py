@@ -22,10 +22,10 @@ structure's generalised inverse (INLA's ``inla.pc.bym.phi``).
 Computation. For a given θ = (log τ, logit φ) the latent x = (μ, b, u) has the sparse precision
 Q of INLA's augmented bym2 (``prior_product``) and the constraints A x = 0; Newton's method on the
 bordered system [[Q + C, Aᵀ], [A, 0]], solved with b eliminated (its block is diagonal:
-``ReducedSystem``) and then by blocks, u's by a banded Cholesky (``BandedSystem``), finds the
-constrained mode, and the Laplace
-approximation of π(θ | y) is the joint density over the Gaussian approximation at the mode
-(``laplace_at``). As INLA's ``int.strategy = "grid"``, θ is integrated over a grid in the
+``ReducedSystem``) and then by blocks, u's by a Cholesky factorisation of its band's envelope
+(``BandedSystem``; the whole iteration compiled, ``bym2_kernels``), finds the constrained mode,
+and the Laplace approximation of π(θ | y) is the joint density over the Gaussian approximation
+at the mode (``laplace_at``). As INLA's ``int.strategy = "grid"``, θ is integrated over a grid in the
 standardised coordinates of the mode's Hessian (step ``DZ``, while the log density is within
 ``DIFF_LOGDENS`` of the mode). Each commune's η_i is then a mixture of normals (one per grid
 point, the Gaussian approximation's marginal); the posterior mean rate, its 2.5% and 97.5%
@@ -41,18 +41,18 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy import linalg, optimize, sparse, special
-from scipy.linalg import lapack
+from scipy import optimize, sparse, special
 from scipy.sparse import csgraph
 from scipy.sparse import linalg as sparse_linalg
 
-from infant_mortality.statistics import band, smoothing
+from infant_mortality.statistics import band, bym2_kernels, smoothing
 
 PC_PREC_U, PC_PREC_ALPHA = 1.0, 0.01  # P(sd > 1) = 0.01: INLA's bym2 default pc.prec
 PC_PHI_U, PC_PHI_ALPHA = 0.5, 0.5  # P(phi < 0.5) = 0.5: INLA's bym2 default pc
 DZ = 0.75  # grid step in the standardised hyperparameter coordinates (INLA's dz)
 DIFF_LOGDENS = 6.0  # grid points kept while log π(θ|y) is within this of the mode (INLA's diff.logdens)
 NEWTON_TOL = 1e-8
+NEWTON_ITERATIONS = 200  # a Laplace step that has not converged by then raises NotConverged
 METHOD = "bym2_laplace_grid"
 # θ = (log τ, logit φ) outside these is given no mass: beyond them (σ below 0.002 or above 400;
 # φ within 6e-6 of 0 or 1) the latent precision is too ill-conditioned to factorise reliably, and
@@ -301,85 +301,79 @@ class BandedSystem:
     """The reduced system of ``ReducedSystem`` solved by block elimination, for one graph.
 
     u's block S = R* + φ diag(w) is symmetric positive definite (w > 0, φ > 0) and, with the
-    communes in reverse Cuthill-McKee order, banded (the country's 346 communes: bandwidth 29), so
-    LAPACK's banded Cholesky factorises it; μ and the constraints' multipliers, 1 + k unknowns, are
-    left as their small dense Schur complement. Measured on the country: 0.03 ms a factorisation
-    against SuperLU's 0.7 ms for the bordered matrix, most of which is SuperLU's set-up."""
+    communes in reverse Cuthill-McKee order, narrow: a band of width 29 on the country (346
+    communes), and within it an envelope of 8 columns a row on average, which a compiled
+    Cholesky factorises (``bym2_kernels``); μ and the constraints' multipliers, 1 + k unknowns,
+    are left as their small dense Schur complement. The whole Newton iteration of one θ is one
+    compiled call (``mode``): about 0.3 ms on the country, where the same steps in numpy and
+    LAPACK took 1.2 ms, most of it spent calling them."""
 
     def __init__(self, graph: Bym2Graph):
         self.graph = graph
         self.n = graph.scaled.shape[0]
-        self.order = csgraph.reverse_cuthill_mckee(graph.scaled.tocsr(), symmetric_mode=True)
+        self.order = csgraph.reverse_cuthill_mckee(graph.scaled.tocsr(), symmetric_mode=True).astype(np.int64)
         self.position = np.empty(self.n, dtype=int)
         self.position[self.order] = np.arange(self.n)  # u_i's place in the band's order
         coo = graph.scaled[self.order][:, self.order].tocoo()
         lower = coo.row >= coo.col
-        self.band = np.zeros((int(np.max(coo.row - coo.col, initial=0)) + 1, self.n))
-        self.band[coo.row[lower] - coo.col[lower], coo.col[lower]] = coo.data[lower]  # LAPACK's lower band storage
-        self.constraints = graph.constraints[:, self.order].toarray().T  # (n, k), in the band's order
+        rows, cols = coo.row[lower], coo.col[lower]
+        width = int(np.max(rows - cols, initial=0))
+        # R*'s lower triangle by rows: R*[i, p] at [i, width + p - i] (bym2_kernels' envelope layout).
+        self.structure = np.zeros((self.n, width + 1))
+        self.structure[rows, width + cols - rows] = coo.data[lower]
+        self.first = np.arange(self.n, dtype=np.int64)  # the envelope: row i's first column
+        np.minimum.at(self.first, rows, cols.astype(np.int64))
+        self.constraints = np.ascontiguousarray(graph.constraints[:, self.order].toarray())  # (k, n), the band's order
 
     @cached_property
     def bordered(self) -> ReducedSystem:
         """The bordered system for SuperLU, built only if a fallback needs it."""
         return ReducedSystem(self.graph)
 
-    def factor(self, tau: float, phi: float, w: np.ndarray) -> "BandedFactor | BorderedFactor":
-        """The factorisation at (τ, φ, w); SuperLU on the bordered matrix where the band's Cholesky
-        fails (S numerically not positive definite: φ w below rounding next to R*'s null space)."""
-        try:
-            return BandedFactor(self, tau, phi, w)
-        except np.linalg.LinAlgError:
-            return BorderedFactor(_factor(self.bordered.at(tau, phi, w)))
+    def mode(self, tau: float, phi: float, y: np.ndarray, offset: np.ndarray, start: np.ndarray):
+        """(mode of x, its ``BandedFactor``) by the compiled Newton iteration from ``start``; None
+        where S's Cholesky fails at some iterate (numerically not positive definite: φ w below
+        rounding next to R*'s null space), for SuperLU to take over."""
+        outcome, x, factor, forward, schur_inverse, schur_log_abs_det = bym2_kernels.laplace_mode(
+            tau, phi, y, offset, self.structure, self.first, self.constraints, self.order, start,
+            NEWTON_TOL, NEWTON_ITERATIONS)
+        if outcome == bym2_kernels.NOT_POSITIVE_DEFINITE:
+            return None
+        if outcome == bym2_kernels.NOT_CONVERGED:
+            raise NotConverged("BYM2 Newton iterations did not converge")
+        return x, BandedFactor(self, factor, forward, schur_inverse, schur_log_abs_det)
 
 
+@dataclass(frozen=True, eq=False)
 class BandedFactor:
-    """``BandedSystem`` factorised at one (τ, φ, w): S = L Lᵀ (band) and the Schur complement
-    G = C - Bᵀ S⁻¹ B of t = (μ, multipliers), B = [√(τφ) w, Aᵀ], C = diag(τ Σw, 0)."""
+    """``BandedSystem`` factorised at the mode of one θ (``bym2_kernels.laplace_mode``): S = L Lᵀ,
+    W = L⁻¹ B and the inverse of the Schur complement G = C - Bᵀ S⁻¹ B of t = (μ, multipliers),
+    B = [√(τφ) w, Aᵀ], C = diag(τ Σw, 0); all in the band's order."""
 
-    def __init__(self, system: BandedSystem, tau: float, phi: float, w: np.ndarray):
-        self.system = system
-        ordered_w = w[system.order]
-        band = system.band.copy()
-        band[0] += phi * ordered_w
-        self.cholesky, info = lapack.dpbtrf(band, lower=1)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"the band is not positive definite (LAPACK info {info})")
-        self.coupling = np.column_stack([np.sqrt(tau * phi) * ordered_w, system.constraints])
-        self.solved_coupling = self._band_solve(self.coupling)  # S⁻¹ B
-        schur = -self.coupling.T @ self.solved_coupling
-        schur[0, 0] += tau * w.sum()
-        self.schur = linalg.lu_factor(schur, check_finite=False)
-        self.log_abs_det = float(2 * np.sum(np.log(self.cholesky[0]))
-                                 + np.sum(np.log(np.abs(np.diag(self.schur[0])))))
+    system: BandedSystem
+    cholesky: np.ndarray  # L, in the envelope layout
+    forward: np.ndarray  # W's columns as rows: (1 + k, n)
+    schur_inverse: np.ndarray  # G⁻¹
+    schur_log_abs_det: float  # log |det G|
 
-    def _band_solve(self, rhs):
-        out, info = lapack.dpbtrs(self.cholesky, rhs, lower=1)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"LAPACK dpbtrs info {info}")
-        return out
-
-    def solve(self, rhs: np.ndarray) -> np.ndarray:
-        """Solve the reduced system for one right-hand side laid out as ``ReducedSystem``'s
-        (μ, u_1..u_n, the k multipliers)."""
-        order, n = self.system.order, self.system.n
-        z = self._band_solve(rhs[1:n + 1][order])
-        t = linalg.lu_solve(self.schur, np.concatenate([rhs[:1], rhs[n + 1:]]) - self.coupling.T @ z,
-                            check_finite=False)
-        out = np.empty(len(rhs))
-        out[0], out[n + 1:] = t[0], t[1:]
-        out[1 + order] = z - self.solved_coupling @ t
-        return out
+    @property
+    def log_abs_det(self) -> float:
+        """log |det| of the reduced system: log det S + log |det G|."""
+        return float(2 * np.sum(np.log(self.cholesky[:, -1])) + self.schur_log_abs_det)
 
     def eta_variance(self, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
         """cᵢᵀ Σ cᵢ for cᵢ = α_i at μ and β_i at u_i, Σ the reduced inverse's (μ, u) block. By blocks,
-        with Y = S⁻¹ B: Σ_tt = G⁻¹, Σ_ut = -Y G⁻¹ and Σ_uu = S⁻¹ + Y G⁻¹ Yᵀ, of which only the
-        diagonal of S⁻¹ is needed (Takahashi's recursion, ``band.inverse_diagonal``)."""
-        position = self.system.position
-        schur_inverse = linalg.lu_solve(self.schur, np.eye(self.schur[0].shape[0]), check_finite=False)
-        u_t = -(self.solved_coupling @ schur_inverse)[position]  # Σ_ut, rows in the communes' order
-        u_u = (band.inverse_diagonal(np.ascontiguousarray(self.cholesky.T))
-               + np.einsum("ij,jk,ik->i", self.solved_coupling, schur_inverse, self.solved_coupling))[position]
-        return alpha ** 2 * schur_inverse[0, 0] + 2 * alpha * beta * u_t[:, 0] + beta ** 2 * u_u
+        with Y = S⁻¹ B = L⁻ᵀ W: Σ_tt = G⁻¹, Σ_ut = -Y G⁻¹ and Σ_uu = S⁻¹ + Y G⁻¹ Yᵀ, of which only
+        the diagonal of S⁻¹ is needed (Takahashi's recursion, ``band.inverse_diagonal``)."""
+        first, position = self.system.first, self.system.position
+        solved = self.forward.copy()
+        for row in solved:
+            bym2_kernels.backward_solve(self.cholesky, first, row)
+        y, schur_inverse = solved.T, self.schur_inverse
+        u_t = -(y @ schur_inverse[:, 0])[position]  # Σ_ut's column of μ, in the communes' order
+        u_u = (band.inverse_diagonal(self.cholesky, first)
+               + np.einsum("ij,jk,ik->i", y, schur_inverse, y))[position]
+        return alpha ** 2 * schur_inverse[0, 0] + 2 * alpha * beta * u_t + beta ** 2 * u_u
 
 
 class BorderedFactor:
@@ -409,38 +403,55 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: Band
 
     Newton's method on the bordered (KKT) system [[H, Aᵀ], [A, 0]] [δ; λ] = [g; 0], which gives the
     step within the constraints, solved with b eliminated (``ReducedSystem``: b's block of H is
-    diagonal). The bordered system's log |determinant| is that of H on {A x = 0} (ZᵀHZ for an
-    orthonormal basis Z of it) up to a θ-free constant: Σ log D_i plus the reduced system's. The
+    diagonal): compiled (``BandedSystem.mode``), or with SuperLU (``_bordered_mode``) for a θ where
+    S's Cholesky fails. The bordered system's log |determinant| is that of H on {A x = 0} (ZᵀHZ for
+    an orthonormal basis Z of it) up to a θ-free constant: Σ log D_i plus the reduced system's. The
     constrained covariance of (μ, u) is the reduced inverse's top-left block, and given (μ, u),
     b_i is normal with variance 1/D_i. H alone is singular when no island pins the intercept
     (μ + c and every component's u - c√(τ/φ) are the same fit); the bordered system is not.
     ``system``: the graph's BandedSystem, shared by the grid points of one fit (built when absent).
     """
-    y, offset = np.asarray(deaths, float), np.log(np.asarray(births, float))
+    y, offset = np.array(deaths, dtype=float), np.log(np.asarray(births, dtype=float))  # writable: numba's types
     n = len(y)
-    k = graph.constraints.shape[0]
-    size = 2 * n + 1
     system = system or BandedSystem(graph)
     tau, phi = np.exp(theta[0]), special.expit(theta[1])
-    root_tau_phi = np.sqrt(tau * phi)
-    x = np.zeros(size)
     if start is not None:
-        x = start.copy()
+        x = np.ascontiguousarray(start, dtype=float)  # read only
     else:
+        x = np.zeros(2 * n + 1)
         x[0] = np.log(max(y.sum(), 0.5) / np.exp(offset).sum())
+    found = system.mode(tau, phi, y, offset, x)
+    x, factor = found if found is not None else _bordered_mode(theta, y, offset, graph, system.bordered, x)
+
+    eta = x[0] + x[1:n + 1] + offset
+    expected = np.exp(eta)
+    spread = tau + (1 - phi) * expected  # (1 - φ) D_i
+    log_det_h = float(np.sum(np.log(spread / (1 - phi))) + factor.log_abs_det)
+    log_likelihood = np.sum(y * eta - expected - special.gammaln(y + 1))
+    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ prior_product(theta, graph, x)
+    log_hyper = float(log_pc_prec(theta[0]) + log_pc_phi(theta[1], graph.gamma)[0])
+    log_posterior = log_likelihood + log_prior_x - 0.5 * log_det_h + log_hyper
+    return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], x=x,
+                          variance_parts=(factor, tau / spread, np.sqrt(tau * phi) / spread, (1 - phi) / spread))
+
+
+def _bordered_mode(theta, y, offset, graph: Bym2Graph, bordered: ReducedSystem, x):
+    """``bym2_kernels.laplace_mode`` in numpy with SuperLU on the whole reduced bordered matrix,
+    for a θ where S's Cholesky fails: (mode of x, its ``BorderedFactor``)."""
+    n = len(y)
+    k = graph.constraints.shape[0]
+    tau, phi = np.exp(theta[0]), special.expit(theta[1])
+    root_tau_phi = np.sqrt(tau * phi)
 
     def objective(x):
         eta = x[0] + x[1:n + 1] + offset
         return np.sum(y * eta - np.exp(eta)) - 0.5 * x @ prior_product(theta, graph, x)
 
-    def factorised(x):
+    current = objective(x)
+    for _ in range(NEWTON_ITERATIONS):
         expected = np.exp(x[0] + x[1:n + 1] + offset)
         spread = tau + (1 - phi) * expected  # (1 - φ) D_i
-        return expected, spread, system.factor(tau, phi, expected / spread)
-
-    current = objective(x)
-    for _ in range(200):
-        expected, spread, factor = factorised(x)
+        factor = BorderedFactor(_factor(bordered.at(tau, phi, expected / spread)))
         gradient = -prior_product(theta, graph, x)
         gradient[0] += np.sum(y - expected)
         gradient[1:n + 1] += y - expected
@@ -454,9 +465,9 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: Band
         step = np.concatenate([[d_mu], d_b, d_u])
         if np.max(np.abs(step)) < NEWTON_TOL:
             break  # x is the mode (to NEWTON_TOL) and the factorisation is at x
-        for _ in range(50):  # damped: halve until the concave objective does not decrease
+        for _ in range(bym2_kernels.HALVINGS):  # damped: halve until the concave objective does not decrease
             candidate = objective(x + step)
-            if candidate >= current - 1e-12 * abs(current):
+            if candidate >= current - bym2_kernels.DECREASE * abs(current):
                 break
             step = step / 2
         else:
@@ -464,15 +475,7 @@ def laplace_at(theta, deaths, births, graph: Bym2Graph, start=None, system: Band
         x, current = x + step, candidate
     else:
         raise NotConverged("BYM2 Newton iterations did not converge")
-
-    log_det_h = float(np.sum(np.log(spread / (1 - phi))) + factor.log_abs_det)
-    eta = x[0] + x[1:n + 1] + offset
-    log_likelihood = np.sum(y * eta - np.exp(eta) - special.gammaln(y + 1))
-    log_prior_x = 0.5 * n * (np.log(tau) - np.log1p(-phi)) - 0.5 * x @ prior_product(theta, graph, x)
-    log_hyper = float(log_pc_prec(theta[0]) + log_pc_phi(theta[1], graph.gamma)[0])
-    log_posterior = log_likelihood + log_prior_x - 0.5 * log_det_h + log_hyper
-    return ConditionalFit(log_posterior=float(log_posterior), mean=x[0] + x[1:n + 1], x=x,
-                          variance_parts=(factor, tau / spread, root_tau_phi / spread, (1 - phi) / spread))
+    return x, factor
 
 
 # --- the grid over θ and the mixture ---------------------------------------------------------------
