@@ -5,8 +5,8 @@ commune of an area and every replicate, a true rate theta ~ Gamma(mean b, varian
 ~ Poisson(n theta). Marginally those deaths follow a negative binomial with mean n b and shape
 b^2 / a (a Poisson with mean n b when a = 0), so one uniform per draw suffices: the draw is the
 first count whose cumulative probability exceeds it. numpy's two draws (gamma, then Poisson) took
-80-100 ns a commune and replicate, 12 of the national build's 120 s of CPU; the inversion takes
-about 10 ns (measured in BENCHMARKS.md).
+51 ns a commune and replicate, 12 of the national build's 120 s of CPU; the inversion takes
+8 ns, its uniform included (the yearly draws of the national build, BENCHMARKS.md).
 
 Each commune's probabilities are built once by the ratio of consecutive terms, from the mode
 outwards until a term falls below 1e-18 of the mode's, and normalised by their sum: no

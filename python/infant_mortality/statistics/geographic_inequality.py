@@ -87,8 +87,8 @@ def _bootstrap_interval(n: np.ndarray, b: float, a: float, replicates: int, seed
     """The 95% percentile intervals of a and its CV from `replicates` data sets drawn from the
     fitted Poisson-gamma model (rate b, variance a) over births n."""
     # Each commune's deaths are drawn from their negative binomial margin (a Poisson when a = 0),
-    # one uniform a commune and replicate: the same model as a gamma then a Poisson draw, at an
-    # eighth of the cost (count_draws).
+    # one uniform a commune and replicate: the same model as a gamma then a Poisson draw, at a
+    # sixth of the cost (count_draws).
     uniforms = np.random.default_rng(seed).random((len(n), replicates))
     b_star, a_star = moment_estimates(poisson_gamma_draws(n.astype(float), b, a, uniforms), n)
     with np.errstate(invalid="ignore", divide="ignore"):
