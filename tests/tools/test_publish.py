@@ -490,12 +490,17 @@ def test_a_kill_at_any_moment_leaves_the_old_or_the_new_release_never_a_mix(publ
     assert outcomes == {"finalized": "old", "exported:parquet": "old", "manifest": "old", "renamed": "old",
                         "swapped": "new", "linked": "new", "collected": "new"}, outcomes
 
-    # 2. SIGKILL at random moments of a whole release run.
-    timing = start_release(source, path)
-    started = time.monotonic()
-    out, err = timing.communicate(timeout=120)
-    assert timing.returncode == 0, err
-    duration = time.monotonic() - started
+    # 2. SIGKILL at random moments of a whole release run, timed as the shortest of three runs:
+    # the suite's other work only lengthens a run, and one slow timing run once sent 9 of the 16
+    # kills after the end (a fresh clone's end-to-end group, 2026-12-07).
+    durations = []
+    for _ in range(3):
+        timing = start_release(source, path)
+        started = time.monotonic()
+        out, err = timing.communicate(timeout=120)
+        assert timing.returncode == 0, err
+        durations.append(time.monotonic() - started)
+    duration = min(durations)
     rng = random.Random(20261130)
     seen = {"old": 0, "new": 0}
     kills = 0
