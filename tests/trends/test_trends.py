@@ -668,3 +668,27 @@ def test_the_var_check_of_trend_min_years_is_the_lowest_fitter_floor():
     var_floor = int(re.search(r"^trend_min_years:\s*\{type: int, min: (\d+)\}", spec, re.M).group(1))
     floors = {name: get_fitter(name).min_years_floor for name in FITTERS}
     assert var_floor == min(floors.values()), floors
+
+
+def test_windows_prepared_once_fit_as_fresh_ones_by_every_method():
+    """fit_trends prepares the windows once for its three methods: each fit of the shared
+    windows, the second one of a method too (its notes must not pile up), equals a fresh call."""
+    from pandas.testing import assert_frame_equal
+
+    from infant_mortality.statistics.trends import AREA_KEYS, fit_series_trends, fit_windows, series_windows
+
+    rng = np.random.default_rng(5)
+    series = {("commune", f"c{i}", "imr"): [None if rng.random() < 0.1 else float(rng.uniform(0, 12)) for _ in range(12)]
+              for i in range(6)}
+    series[("commune", "c1", "imr")][3] = 0.0  # a zero rate: noted by the log fitters only
+    rates = _rates(series, births=300)
+    rates = rates[~((rates["area_code"] == "c2") & (rates["year"] == 2008))]  # an absent year
+    periods = _periods((2005, 2016), (2005, 2010), (2011, 2016))
+    settings = dict(min_years=5, min_deaths=20)
+    windows = series_windows(rates, AREA_KEYS, periods=periods, attributes=["area_name"])
+    for method in ("prais", "poisson", "joinpoint", "prais"):
+        fresh = fit_series_trends(rates, AREA_KEYS, periods=periods, attributes=["area_name"], method=method,
+                                  **settings)
+        assert_frame_equal(fit_windows(windows, method=method, **settings), fresh)
+    assert fresh["note"].str.contains("no data for 2008").any()
+    assert fresh["note"].str.contains("zero rate in 2008").any()

@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -241,7 +242,10 @@ def _data_notes(grid, w, zero_rate_policy, fits_logs) -> list[list[str]]:
         return groups
 
     unavailable = w["unavailable"].to_numpy()
-    absent_rows = years_by_window(np.ones(len(w), dtype=bool))
+    # A window has a row for each of its years unless some are absent: only those are listed.
+    length = (grid["period_end"] - grid["period_start"] + 1).to_numpy(dtype=int)
+    short = np.bincount(sid, minlength=len(grid)) < length
+    absent_rows = years_by_window(short[sid])
     null_years = years_by_window(unavailable)
     zero_years = years_by_window(w["zero"].to_numpy() & ~w["half"].to_numpy() & fits_logs)
     half_years = years_by_window(w["half"].to_numpy())
@@ -254,7 +258,7 @@ def _data_notes(grid, w, zero_rate_policy, fits_logs) -> list[list[str]]:
     notes = []
     for s, start, end in zip(grid["sid"].tolist(), grid["period_start"].tolist(), grid["period_end"].tolist()):
         note = []
-        absent = set(range(start, end + 1)) - set(absent_rows.get(s, []))
+        absent = set(range(start, end + 1)) - set(absent_rows.get(s, [])) if short[s] else ()
         if absent:
             note.append(f"no data for {_year_list(absent)}")
         if s in null_years:
@@ -314,8 +318,40 @@ def fit_series_trends(
     Returns the ``keys``, ``attributes``, period_start, period_end and the columns of
     :data:`STAT_DTYPES`.
     """
-    fitter = get_fitter(method, ci_level=ci_level, **fitter_options)
-    _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold)
+    windows = series_windows(rows, keys, periods=periods, year=year, rate=rate, deaths=deaths,
+                             live_births=live_births, multiplier=multiplier, reason=reason,
+                             attributes=attributes, zero_rate_policy=zero_rate_policy)
+    return fit_windows(windows, min_years=min_years, min_deaths=min_deaths, ci_level=ci_level,
+                       ci_critical=ci_critical, p_threshold=p_threshold, method=method, **fitter_options)
+
+
+@dataclass
+class SeriesWindows:
+    """The rows of every series and window of :func:`fit_series_trends`, prepared once for any
+    number of fitters (fct_trends fits the same windows by three methods)."""
+    keys: list[str]
+    attributes: list[str]
+    zero_rate_policy: str
+    grid: pd.DataFrame  # one row per series and window (``sid``), with the attributes
+    w: pd.DataFrame  # each rate row in each window that contains it, flagged (_window_years)
+    seconds: float  # the time taken to prepare them
+    _notes: dict = field(default_factory=dict)
+
+    def data_notes(self, fits_logs: bool) -> list[list[str]]:
+        """:func:`_data_notes`, computed once per kind of fitter; a fresh list per call (the
+        caller appends its own sentences)."""
+        if fits_logs not in self._notes:
+            self._notes[fits_logs] = _data_notes(self.grid, self.w, self.zero_rate_policy, fits_logs)
+        return [list(note) for note in self._notes[fits_logs]]
+
+
+def series_windows(rows: pd.DataFrame, keys, *, periods=None, year="year", rate="rate_per_1000",
+                   deaths="deaths", live_births="live_births", multiplier="multiplier",
+                   reason="unavailable_reason", attributes=(), zero_rate_policy="drop") -> SeriesWindows:
+    """The checked rows of :func:`fit_series_trends` (same arguments) in their windows."""
+    t_start = time.perf_counter()
+    if zero_rate_policy not in ZERO_RATE_POLICIES:
+        raise ValueError(f"zero_rate_policy must be one of {ZERO_RATE_POLICIES}, got {zero_rate_policy!r}")
     keys, attributes = list(keys), list(attributes)
     missing = [c for c in [*keys, year, rate, *attributes] if c not in rows.columns]
     if missing:
@@ -324,17 +360,28 @@ def fit_series_trends(
         missing = [c for c in PERIOD_COLUMNS if c not in periods.columns]
         if missing:
             raise ValueError(f"periods is missing columns {missing}")
-    t_start = time.perf_counter()
     rows = rows.reset_index(drop=True)
     r = _typed_rows(rows, keys, year, rate, deaths, live_births, multiplier, reason)
     grid = _series_grid(r, rows, keys, periods, attributes)
+    w = _window_years(r, grid, keys, zero_rate_policy) if not grid.empty else None
+    return SeriesWindows(keys, attributes, zero_rate_policy, grid, w, time.perf_counter() - t_start)
+
+
+def fit_windows(windows: SeriesWindows, *, min_years: int = 5, min_deaths: int | None = None,
+                ci_level: float = 0.95, ci_critical: str = "t", p_threshold: float = 0.05,
+                method: str = "prais", **fitter_options) -> pd.DataFrame:
+    """:func:`fit_series_trends` of prepared windows (:func:`series_windows`) by one fitter."""
+    fitter = get_fitter(method, ci_level=ci_level, **fitter_options)
+    zero_rate_policy = windows.zero_rate_policy
+    _check_settings(fitter, min_years, zero_rate_policy, ci_level, ci_critical, p_threshold)
+    t_start = time.perf_counter() - windows.seconds
+    keys, attributes, grid, w = windows.keys, windows.attributes, windows.grid, windows.w
     out_columns = [*keys, *attributes, *PERIOD_COLUMNS, *STAT_DTYPES]
     if grid.empty:
         out = pd.DataFrame({c: pd.Series([], dtype=STAT_DTYPES.get(c, "string")) for c in out_columns})
         out[PERIOD_COLUMNS] = out[PERIOD_COLUMNS].astype("Int64")
         out.attrs.update(fit_seconds=0.0, n_series=0, n_fitted=0, method_label=fitter.label)
         return out
-    w = _window_years(r, grid, keys, zero_rate_policy)
     sid_all = w["sid"].to_numpy()
     fits_logs = fitter.data == "log_rate"
     used = w["used" if fits_logs else "counted"].to_numpy()
@@ -388,7 +435,7 @@ def fit_series_trends(
     trend = np.where(too_few_deaths, "insufficient_data", trend)
 
     # Notes: the data first, then why there is no class / what the fitter says; joined with '; '.
-    notes = _data_notes(grid, w, zero_rate_policy, fits_logs)
+    notes = windows.data_notes(fits_logs)
     fitter_notes = dict(zip(idx.tolist(), fit.notes))
     for s, note in enumerate(notes):
         if too_few_deaths[s]:
@@ -493,14 +540,16 @@ def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, *, method: str = "pra
     missing = [c for c in RATE_COLUMNS if c not in rates.columns]
     if missing:
         raise ValueError(f"rates is missing columns {missing}")
-    parts, attrs = [], {"fit_seconds": 0.0, "total_seconds": 0.0, "n_series": 0, "n_fitted": 0}
+    t_start = time.perf_counter()
+    # The windows are the same for every method: prepared once.
+    windows = series_windows(rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
+                             zero_rate_policy=settings.pop("zero_rate_policy", "drop"))
+    parts, attrs = [], {"fit_seconds": 0.0, "n_series": 0, "n_fitted": 0}
     for name, fitter in MART_METHODS.items():
         fitter = fitter or method
-        part = fit_series_trends(rates, AREA_KEYS, periods=periods, attributes=["area_name", "region_code"],
-                                 method=fitter, **settings)
+        part = fit_windows(windows, method=fitter, **settings)
         parts.append(part.assign(method=name, fitter=fitter, method_label=part.attrs["method_label"]))
         attrs["fit_seconds"] += part.attrs["fit_seconds"]
-        attrs["total_seconds"] += part.attrs.get("total_seconds", 0.0)
         attrs["n_series"] = part.attrs["n_series"]
         attrs["n_fitted"] += part.attrs["n_fitted"]
     attrs["method_label"] = ", ".join(p.attrs["method_label"] for p in parts)
@@ -509,7 +558,7 @@ def fit_trends(rates: pd.DataFrame, periods: pd.DataFrame, *, method: str = "pra
     out = method_agreement(out, series)
     out = out.sort_values(KEYS, ignore_index=True)
     out = out[OUTPUT_COLUMNS].astype(OUTPUT_DTYPES)
-    out.attrs.update(attrs)
+    out.attrs.update(attrs, total_seconds=time.perf_counter() - t_start)
     return out
 
 
@@ -533,11 +582,12 @@ def confirm_classes(out: pd.DataFrame, series: list[str], confirming: str = CONF
     out = out.copy()
     out.loc[unconfirmed, "trend"] = "not_confirmed"
     label = get_fitter(confirming).label
+    notes = out["note"].to_numpy(dtype=object, na_value=None)  # one column write, not one per row
     for i in np.flatnonzero(unconfirmed):
         sentence = (f"not confirmed: p < the threshold ({trend[i]}), but the {label} test of the same "
                     f"series says {str(confirming_trend[i]).replace('_', ' ')}")
-        note = out.at[i, "note"]
-        out.at[i, "note"] = sentence if pd.isna(note) else f"{note}; {sentence}"
+        notes[i] = sentence if notes[i] is None else f"{notes[i]}; {sentence}"
+    out["note"] = pd.array(notes, dtype=out["note"].dtype)
     return out
 
 
@@ -546,19 +596,23 @@ def method_agreement(out: pd.DataFrame, series: list[str]) -> pd.DataFrame:
     decreasing or stationary): ``n_methods_classed``; ``n_methods_agreeing``, how many of them
     (this row's method included) give this row's class; ``methods_disagreeing``, the others,
     comma-separated in method order ('' when all agree). Both null on a row without a class."""
+    # A series' rows side by side: one column per method (MART_METHODS' order, any other after).
     order = {name: i for i, name in enumerate(MART_METHODS)}
-    classed = out[out["trend"].isin(CLASSED)]
-    n_classed = classed.groupby(series).size().rename("n_methods_classed").reset_index()
-    n_same = classed.groupby([*series, "trend"]).size().rename("n_methods_agreeing").reset_index()
-    lists = (classed.assign(rank=classed["method"].map(order)).sort_values("rank")
-             .groupby(series)[["method", "trend"]].agg(list).reset_index())
-    merged = out.merge(n_classed, on=series, how="left").merge(n_same, on=[*series, "trend"], how="left")
-    merged = merged.merge(lists.rename(columns={"method": "_methods", "trend": "_trends"}), on=series, how="left")
-    has_class = merged["trend"].isin(CLASSED).to_numpy()
-    merged["n_methods_classed"] = merged["n_methods_classed"].fillna(0).astype("Int64")
-    merged["n_methods_agreeing"] = merged["n_methods_agreeing"].where(has_class).astype("Int64")
-    merged["methods_disagreeing"] = [
-        ", ".join(m for m, t in zip(methods, trends) if t != trend) if own else None
-        for own, trend, methods, trends in zip(has_class, merged["trend"], merged["_methods"], merged["_trends"])
-    ]
-    return merged.drop(columns=["_methods", "_trends"])
+    methods = sorted(out["method"].unique(), key=lambda m: (order.get(m, len(order)), m))
+    column = out["method"].map({m: i for i, m in enumerate(methods)}).to_numpy(dtype=np.intp)
+    row_series = out.groupby(series, sort=False).ngroup().to_numpy(dtype=np.intp)
+    trend = out["trend"].to_numpy(dtype=object, na_value=None)
+    wide = np.full((row_series.max() + 1 if len(out) else 0, len(methods)), None, dtype=object)
+    wide[row_series, column] = trend
+    others = wide[row_series]  # (rows, methods): every method's class of the row's series
+    classed = np.isin(others, CLASSED)
+    has_class = np.isin(trend, CLASSED)
+    same = classed & (others == trend[:, None])
+    merged = out.copy()
+    merged["n_methods_classed"] = pd.array(classed.sum(axis=1), dtype="Int64")
+    merged["n_methods_agreeing"] = pd.array(np.where(has_class, same.sum(axis=1), 0), dtype="Int64")
+    merged.loc[~has_class, "n_methods_agreeing"] = pd.NA
+    disagreeing = classed & ~same
+    merged["methods_disagreeing"] = [", ".join(m for m, d in zip(methods, row) if d) if own else None
+                                     for own, row in zip(has_class, disagreeing)]
+    return merged
