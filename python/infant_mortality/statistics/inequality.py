@@ -682,11 +682,12 @@ def benchmark_pairs(communes: pd.DataFrame, min_deaths: int, listed: list[str]) 
     member = np.array([isinstance(b, str) and c in b.split(",")
                        for c, b in zip(out["commune_code"], out["benchmark_communes"])])
     out["is_benchmark"] = member
+    benchmark_notes = out["benchmark_note"].tolist()  # one conversion, not an .iloc per row
     notes = []
     for i in range(len(out)):
         parts = []
-        if isinstance(out["benchmark_note"].iloc[i], str):
-            parts.append(out["benchmark_note"].iloc[i])
+        if isinstance(benchmark_notes[i], str):
+            parts.append(benchmark_notes[i])
         if not n[i] > 0:
             parts.append("no live births in the period")
         elif nb[i] > 0 and d[i] == 0:

@@ -207,9 +207,10 @@ def _smooth_one_period(period: pd.DataFrame, around: dict[str, list[str]]) -> pd
                     "so every commune is shrunk fully to the region's rate and prob_exceeds_region is undefined"
                 )
 
-    position = {code: i for i, code in enumerate(period["commune_code"])}
+    codes = period["commune_code"].tolist()  # one conversion, not a pandas lookup per commune
+    position = {code: i for i, code in enumerate(codes)}
     for i in np.flatnonzero(has_rate):
-        code = period.at[i, "commune_code"]
+        code = codes[i]
         with_rate = [position[c] for c in around.get(code, []) if c in position and has_rate[position[c]]]
         if not around.get(code):
             local_eb[i] = global_eb[i]
