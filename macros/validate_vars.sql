@@ -2,13 +2,18 @@
     each var of dbt_project.yml may hold (one line per var: a new var is one line here and one in
     dbt_project.yml; tests/house/test_settings.py checks that the two lists agree).
 
+    The list is a Jinja dict, which is also a Python literal (the tests read it with
+    ast.literal_eval). It was YAML text parsed by fromyaml at every call, two calls per checked
+    var: 0.9 s of the national build's interpreter lock (py-spy --gil), for a literal Jinja
+    builds in microseconds.
+
     Keys of a var's entry:
       values: [a, b]        one of these (text)
       type:                 int | number | bool | text | region_list | code_list | period
       digits:               code_list only: codes of 1 to this many digits (e.g. 5 for communes)
       min / max:            inclusive bounds (int, number); a var name means "that var's value"
       above / below:        exclusive bounds (number)
-      optional: true        null (or empty text) is allowed: "not set", see the comment in dbt_project.yml
+      optional: True        null (or empty text) is allowed: "not set", see the comment in dbt_project.yml
 
     trend_method's values are a copy of the method codes of seeds/trend_methods.csv (their one
     home): this check runs while dbt parses, before any seed is loaded, and dbt's Jinja cannot
@@ -16,67 +21,67 @@
     two differ.
 -#}
 {% macro vars_spec() -%}
-{%- set spec_yaml -%}
-vital_source:            {values: [ine_aggregates, deis_microdata]}
-raw_data_dir:            {type: text}
-deis_deaths_path:        {type: text, optional: true}
-deis_births_path:        {type: text, optional: true}
-deis_encoding:           {values: [auto, latin-1, latin1, iso-8859-1, utf-8, utf8]}
-deis_cache_dir:          {type: text}
-unknown_age_unit_policy: {values: [infant_age_unknown, exclude]}
-scope_regions:           {type: region_list}
-scope_year_start:        {type: int, optional: true}
-scope_year_end:          {type: int, optional: true, min: scope_year_start}
-custom_period:           {type: period, optional: true}
-births_denominator:      {values: [registered, corrected]}
-unreliable_below_deaths: {type: int, min: 0}
-suppress_small_counts:   {type: bool}
-suppress_min_deaths:     {type: int, min: 0}
-suppress_max_deaths:     {type: int, min: suppress_min_deaths}
-comparison_alpha:        {type: number, above: 0, below: 1}
-exceedance_probability_threshold: {type: number, above: 0.5, below: 1}
-cluster_fdr_alpha:       {type: number, above: 0, below: 1}
-cluster_permutations:    {type: int, min: 99}
-trend_min_years:         {type: int, min: 3}
-trend_zero_rate_policy:  {values: [drop, add_half_death]}
-trend_p_threshold:       {type: number, above: 0, below: 1}
-trend_ci_level:          {type: number, above: 0, below: 1}
-trend_ci_critical:       {values: [t, normal]}
-trend_rhotype:           {values: [regress, freg, tscorr, dw, theil, nagar]}
-trend_method:            {values: [prais_winsten, poisson, joinpoint]}
-trend_prais_variant:     {values: [prais, corc, ols]}
-trend_max_abs_rho:       {type: number, above: 0, max: 1}
-trend_min_deaths:        {type: int, min: 0}
-trend_max_joinpoints:    {type: int, optional: true, min: 0}
-trend_joinpoint_selection: {values: [permutation, bic]}
-trend_gaps:              {values: [restart, consecutive]}
-input_year_min:          {type: int}
-input_year_max:          {type: int, optional: true, min: input_year_min}
-implausible_rate_per_1000: {type: number, above: 0}
-implausible_rate_min_deaths: {type: int, min: 0}
-derived_count_tolerance: {type: int, min: 0}
-max_plausible_count:     {type: int, min: 1}
-max_births_ratio:        {type: number, above: 1}
-births_ratio_margin:     {type: int, min: 0}
-benchmark_min_deaths:    {type: int, min: 0}
-benchmark_communes:      {type: code_list, digits: 5}
-deis_zip_max_member_bytes: {type: int, min: 1}
-deis_zip_max_ratio:      {type: number, above: 0}
-deis_gzip_max_ratio:     {type: number, min: 1}
-deis_empty_files:        {values: [stop, audit]}
-deis_malformed_records:  {values: [stop, audit]}
-deis_births_control_path: {type: text, optional: true}
-duckdb_memory_limit:     {type: text}
-duckdb_temp_directory:   {type: text, optional: true}
-funnel_winsor_trim:      {type: number, min: 0, below: 0.5}
-peer_count:              {type: int, min: 1, max: 100}
-inequality_bootstrap_replicates: {type: int, min: 100}
-inequality_bootstrap_replicates_yearly: {type: int, min: 100}
-inequality_min_deaths:   {type: int, min: 0}
-external_deaths_tolerance_percent: {type: number, above: 0}
-official_anchor_tolerance_percent: {type: number, above: 0}
-{%- endset -%}
-{{ return(fromyaml(spec_yaml)) }}
+{%- set spec = {
+    'vital_source':               {'values': ['ine_aggregates', 'deis_microdata']},
+    'raw_data_dir':               {'type': 'text'},
+    'deis_deaths_path':           {'type': 'text', 'optional': True},
+    'deis_births_path':           {'type': 'text', 'optional': True},
+    'deis_encoding':              {'values': ['auto', 'latin-1', 'latin1', 'iso-8859-1', 'utf-8', 'utf8']},
+    'deis_cache_dir':             {'type': 'text'},
+    'unknown_age_unit_policy':    {'values': ['infant_age_unknown', 'exclude']},
+    'scope_regions':              {'type': 'region_list'},
+    'scope_year_start':           {'type': 'int', 'optional': True},
+    'scope_year_end':             {'type': 'int', 'optional': True, 'min': 'scope_year_start'},
+    'custom_period':              {'type': 'period', 'optional': True},
+    'births_denominator':         {'values': ['registered', 'corrected']},
+    'unreliable_below_deaths':    {'type': 'int', 'min': 0},
+    'suppress_small_counts':      {'type': 'bool'},
+    'suppress_min_deaths':        {'type': 'int', 'min': 0},
+    'suppress_max_deaths':        {'type': 'int', 'min': 'suppress_min_deaths'},
+    'comparison_alpha':           {'type': 'number', 'above': 0, 'below': 1},
+    'exceedance_probability_threshold':{'type': 'number', 'above': 0.5, 'below': 1},
+    'cluster_fdr_alpha':          {'type': 'number', 'above': 0, 'below': 1},
+    'cluster_permutations':       {'type': 'int', 'min': 99},
+    'trend_min_years':            {'type': 'int', 'min': 3},
+    'trend_zero_rate_policy':     {'values': ['drop', 'add_half_death']},
+    'trend_p_threshold':          {'type': 'number', 'above': 0, 'below': 1},
+    'trend_ci_level':             {'type': 'number', 'above': 0, 'below': 1},
+    'trend_ci_critical':          {'values': ['t', 'normal']},
+    'trend_rhotype':              {'values': ['regress', 'freg', 'tscorr', 'dw', 'theil', 'nagar']},
+    'trend_method':               {'values': ['prais_winsten', 'poisson', 'joinpoint']},
+    'trend_prais_variant':        {'values': ['prais', 'corc', 'ols']},
+    'trend_max_abs_rho':          {'type': 'number', 'above': 0, 'max': 1},
+    'trend_min_deaths':           {'type': 'int', 'min': 0},
+    'trend_max_joinpoints':       {'type': 'int', 'optional': True, 'min': 0},
+    'trend_joinpoint_selection':  {'values': ['permutation', 'bic']},
+    'trend_gaps':                 {'values': ['restart', 'consecutive']},
+    'input_year_min':             {'type': 'int'},
+    'input_year_max':             {'type': 'int', 'optional': True, 'min': 'input_year_min'},
+    'implausible_rate_per_1000':  {'type': 'number', 'above': 0},
+    'implausible_rate_min_deaths':{'type': 'int', 'min': 0},
+    'derived_count_tolerance':    {'type': 'int', 'min': 0},
+    'max_plausible_count':        {'type': 'int', 'min': 1},
+    'max_births_ratio':           {'type': 'number', 'above': 1},
+    'births_ratio_margin':        {'type': 'int', 'min': 0},
+    'benchmark_min_deaths':       {'type': 'int', 'min': 0},
+    'benchmark_communes':         {'type': 'code_list', 'digits': 5},
+    'deis_zip_max_member_bytes':  {'type': 'int', 'min': 1},
+    'deis_zip_max_ratio':         {'type': 'number', 'above': 0},
+    'deis_gzip_max_ratio':        {'type': 'number', 'min': 1},
+    'deis_empty_files':           {'values': ['stop', 'audit']},
+    'deis_malformed_records':     {'values': ['stop', 'audit']},
+    'deis_births_control_path':   {'type': 'text', 'optional': True},
+    'duckdb_memory_limit':        {'type': 'text'},
+    'duckdb_temp_directory':      {'type': 'text', 'optional': True},
+    'funnel_winsor_trim':         {'type': 'number', 'min': 0, 'below': 0.5},
+    'peer_count':                 {'type': 'int', 'min': 1, 'max': 100},
+    'inequality_bootstrap_replicates':{'type': 'int', 'min': 100},
+    'inequality_bootstrap_replicates_yearly':{'type': 'int', 'min': 100},
+    'inequality_min_deaths':      {'type': 'int', 'min': 0},
+    'external_deaths_tolerance_percent':{'type': 'number', 'above': 0},
+    'official_anchor_tolerance_percent':{'type': 'number', 'above': 0},
+} -%}
+{{ return(spec) }}
 {%- endmacro %}
 
 

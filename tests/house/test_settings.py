@@ -7,6 +7,7 @@ the var and what it may hold, and that nothing was built or written.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from conftest import DBT, REPO_ROOT
 PROJECT = yaml.safe_load((REPO_ROOT / "dbt_project.yml").read_text(encoding="utf-8"))
 DECLARED = PROJECT["vars"]
 SPEC_MACRO = (REPO_ROOT / "macros" / "validate_vars.sql").read_text(encoding="utf-8")
-SPEC = yaml.safe_load(re.search(r"\{%- set spec_yaml -%\}(.*?)\{%- endset -%\}", SPEC_MACRO, re.S).group(1))
+SPEC = ast.literal_eval(re.search(r"\{%- set spec = (\{.*?\n\}) -%\}", SPEC_MACRO, re.S).group(1))
 SOURCES = [p for d in ("models", "macros", "tests/dbt") for p in (REPO_ROOT / d).rglob("*")
            if p.suffix in (".sql", ".yml", ".py")]
 
