@@ -174,3 +174,17 @@ def test_warehouse_adjusted_category_follows_the_published_tau2(bundled_warehous
         assert these[0][2] == pytest.approx(phi, rel=1e-9)
         for d, e, _, tau2, category, *_ in these:
             assert category == adjusted_funnel_category(d, e, tau2)
+
+
+def test_adjusted_limits_from_the_exact_ones_already_drawn_are_the_same_numbers():
+    """int_funnel_limits hands over the exact limits funnel_rate_limits drew on the same grid
+    instead of inverting the chi-square again: bit for bit the same limits."""
+    from infant_mortality.statistics.poisson import funnel_rate_limits
+
+    for rate, multiplier, tau2 in ((8.0, 1000, 0.003), (6.5, 1000, 0.0), (310.0, 100000, 0.01)):
+        grid, exact = funnel_rate_limits(rate, 80.0, 40000.0, multiplier)
+        reused = adjusted_funnel_rate_limits(rate, grid, tau2, multiplier, exact=exact)
+        fresh = adjusted_funnel_rate_limits(rate, grid, tau2, multiplier)
+        for level in fresh:
+            for got, want in zip(reused[level], fresh[level]):
+                np.testing.assert_array_equal(got, want)

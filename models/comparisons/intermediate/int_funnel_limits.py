@@ -39,7 +39,8 @@ def model(dbt, session):
         (low95, up95), (low998, up998) = limits[0.95], limits[0.998]
         # A region with fewer than two communes with births has no tau^2: no adjusted limits.
         no_limit = [None] * len(grid)
-        adjusted = adjusted_funnel_rate_limits(span.region_rate_per_1000, grid, span.tau2, span.multiplier) \
+        adjusted = adjusted_funnel_rate_limits(span.region_rate_per_1000, grid, span.tau2, span.multiplier,
+                                               exact=limits) \
             if pd.notna(span.tau2) \
             else {level: (no_limit, no_limit) for level in limits}
         (alow95, aup95), (alow998, aup998) = adjusted[0.95], adjusted[0.998]

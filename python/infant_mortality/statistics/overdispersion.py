@@ -117,17 +117,22 @@ def adjusted_funnel_category(observed, expected, tau2):
     return category[()] if np.ndim(category) == 0 else category
 
 
-def adjusted_funnel_rate_limits(rate: float, grid, tau2: float, multiplier: float, levels=FUNNEL_LEVELS) -> dict:
+def adjusted_funnel_rate_limits(rate: float, grid, tau2: float, multiplier: float, levels=FUNNEL_LEVELS,
+                                exact: dict | None = None) -> dict:
     """The adjusted control limits as rates per `multiplier` live births around an area's rate at each live-birth
     count of `grid`: {level: (lower rates, upper rates)}, each the wider of the exact Poisson
     limit (`funnel_count_limits`) and the random-effects one, as `adjusted_funnel_category`
     decides; the exact limits where tau^2 = 0. A commune drawn outside a limit at its own
-    births is in the matching `adjusted_funnel_category`."""
+    births is in the matching `adjusted_funnel_category`. `exact`: the exact limits of
+    `funnel_rate_limits` for the same rate, grid and multiplier, when already computed (the
+    same numbers: each is an inversion of the chi-square in its degrees of freedom, the costly
+    part)."""
     grid = np.asarray(grid, dtype=float)
     expected = rate * grid / multiplier
     limits = {}
     for level in levels:
-        exact_lower, exact_upper = (multiplier * limit / grid for limit in funnel_count_limits(expected, level))
+        exact_lower, exact_upper = exact[level] if exact is not None else (
+            multiplier * limit / grid for limit in funnel_count_limits(expected, level))
         if tau2 == 0:
             limits[level] = (exact_lower, exact_upper)
         else:
