@@ -6,10 +6,12 @@ IMR_DUCKDB_PATH pointing at a temporary file so the published warehouse is never
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,6 +152,12 @@ def run_unit_tests(duckdb_path: Path, dbt_vars: dict | None = None) -> tuple[set
     passed = {r["unique_id"].rsplit(".", 1)[-1] for r in results
               if r["unique_id"].startswith("unit_test.") and r["status"] == "pass"}
     return passed, result.stdout
+
+
+def var_rules() -> dict:
+    """The var rules of macros/validate_vars.sql (vars_spec's dict, also a Python literal)."""
+    macro = (REPO_ROOT / "macros" / "validate_vars.sql").read_text(encoding="utf-8")
+    return ast.literal_eval(re.search(r"\{%- set spec = (\{.*?\n\}) -%\}", macro, re.S).group(1))
 
 
 def seed_column(seed: str, column: str) -> list[str]:

@@ -7,7 +7,6 @@ the var and what it may hold, and that nothing was built or written.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -20,12 +19,12 @@ import duckdb
 import pytest
 import yaml
 
-from conftest import DBT, REPO_ROOT
+from conftest import DBT, REPO_ROOT, var_rules
 
 PROJECT = yaml.safe_load((REPO_ROOT / "dbt_project.yml").read_text(encoding="utf-8"))
 DECLARED = PROJECT["vars"]
 SPEC_MACRO = (REPO_ROOT / "macros" / "validate_vars.sql").read_text(encoding="utf-8")
-SPEC = ast.literal_eval(re.search(r"\{%- set spec = (\{.*?\n\}) -%\}", SPEC_MACRO, re.S).group(1))
+SPEC = var_rules()
 SOURCES = [p for d in ("models", "macros", "tests/dbt") for p in (REPO_ROOT / d).rglob("*")
            if p.suffix in (".sql", ".yml", ".py")]
 

@@ -7,13 +7,12 @@ here; the marts' YAML reads the seed through dim_trend_method instead of spellin
 
 from __future__ import annotations
 
-import ast
 import csv
 import re
 
 import yaml
 
-from conftest import REPO_ROOT, query
+from conftest import REPO_ROOT, query, var_rules
 
 SEED = REPO_ROOT / "seeds" / "trend_methods.csv"
 ROWS = list(csv.DictReader(SEED.open(encoding="utf-8")))
@@ -47,7 +46,7 @@ def test_the_trend_model_fits_exactly_the_seed_s_methods_with_the_seed_s_fitters
 
 
 def test_the_var_check_accepts_exactly_the_seed_s_methods():
-    spec = ast.literal_eval(re.search(r"\{%- set spec = (\{.*?\n\}) -%\}", VALIDATE_VARS, re.S).group(1))
+    spec = var_rules()
     assert spec["trend_method"]["values"] == METHODS
     assert DECLARED["trend_method"] in METHODS
     # The floor check fits every method's fitter, the study's by var trend_prais_variant.

@@ -11,7 +11,7 @@ import pytest
 from numpy.testing import assert_allclose
 from scipy import stats
 
-from conftest import seed_column
+from conftest import seed_column, var_rules
 from infant_mortality.statistics.prais_winsten import prais_winsten_trend
 from infant_mortality.statistics.trends import MART_METHODS, OUTPUT_COLUMNS, OUTPUT_DTYPES, fit_trends
 
@@ -659,14 +659,9 @@ def test_a_rate_per_100000_changes_only_the_intercept_of_every_method():
 def test_the_var_check_of_trend_min_years_is_the_lowest_fitter_floor():
     """One home for the floors: the fitters. The run-start check of the var (validate_vars.sql)
     refuses only what no fitter would fit, so OLS with 3 years is not refused up front."""
-    import ast
-    import re
-    from pathlib import Path
-
     from infant_mortality.statistics.trend_fitters import FITTERS, get_fitter
 
-    macro = (Path(__file__).resolve().parents[2] / "macros" / "validate_vars.sql").read_text()
-    spec = ast.literal_eval(re.search(r"\{%- set spec = (\{.*?\n\}) -%\}", macro, re.S).group(1))
+    spec = var_rules()
     assert spec["trend_min_years"]["type"] == "int"
     var_floor = spec["trend_min_years"]["min"]
     floors = {name: get_fitter(name).min_years_floor for name in FITTERS}

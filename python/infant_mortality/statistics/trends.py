@@ -610,8 +610,7 @@ def method_agreement(out: pd.DataFrame, series: list[str]) -> pd.DataFrame:
     same = classed & (others == trend[:, None])
     merged = out.copy()
     merged["n_methods_classed"] = pd.array(classed.sum(axis=1), dtype="Int64")
-    merged["n_methods_agreeing"] = pd.array(np.where(has_class, same.sum(axis=1), 0), dtype="Int64")
-    merged.loc[~has_class, "n_methods_agreeing"] = pd.NA
+    merged["n_methods_agreeing"] = pd.arrays.IntegerArray(same.sum(axis=1), mask=~has_class)
     disagreeing = classed & ~same
     merged["methods_disagreeing"] = [", ".join(m for m, d in zip(methods, row) if d) if own else None
                                      for own, row in zip(has_class, disagreeing)]
